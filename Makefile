@@ -1,0 +1,168 @@
+# agentz - one non-recursive GNU Makefile.
+#
+#   make            build/agentz and build/agentz-worker
+#   make check      unit + integration tests, then the same with ASan+UBSan
+#   make demo       a real agent run against the bundled test model server
+#   make bench      benchmarks (print figures; never part of check)
+#   make fuzz       libFuzzer on the frame decoder, bounded time
+#   make lint       clang-tidy, cppcheck, header self-containment
+#
+# Variants never mix: O=build (default), SAN=1 -> build-san.
+# Warnings are errors (WERROR=0 turns that off for packagers).
+
+O       ?= build
+SAN     ?= 0
+WERROR  ?= 1
+CC      ?= cc
+PY      := /usr/bin/python3
+FUZZ_SECONDS ?= 60
+
+ifeq ($(SAN),1)
+O        := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	    -fno-omit-frame-pointer
+endif
+
+WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wold-style-definition -Wpointer-arith \
+	-Wwrite-strings -Wformat=2 -Wvla -Wcast-qual -Wswitch-enum -Wundef \
+	-Wimplicit-fallthrough -fno-common
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+# Dependencies come from Debian packages; install them when missing.
+PKGS_SUP := libcurl jansson msgpack libsystemd
+PKGS_WRK := python3-embed msgpack libseccomp
+DEPS_OK  := $(shell pkg-config --exists $(PKGS_SUP) $(PKGS_WRK) cmocka \
+	      && test -x $(PY) && echo yes)
+ifneq ($(DEPS_OK),yes)
+$(info agentz: installing missing build dependencies)
+$(shell scripts/install-deps >&2)
+endif
+
+# Third-party headers as -isystem so their warnings are not ours.
+pc_cflags = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(1)))
+pc_libs   = $(shell pkg-config --libs $(1))
+
+CFLAGS   ?= -O2 -g
+CPPFLAGS += -I. -D_GNU_SOURCE
+ALL_CFLAGS  = -std=c11 $(CPPFLAGS) $(WARN) $(CFLAGS) $(SANFLAGS)
+ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS)
+
+COMMON_SRC  := $(wildcard common/*.c)
+PROTO_SRC   := $(wildcard proto/*.c)
+SBX_W_SRC   := $(wildcard sandbox/seccomp*.c)
+SBX_S_SRC   := $(filter-out $(SBX_W_SRC),$(wildcard sandbox/*.c))
+SUP_SRC     := $(filter-out supervisor/main.c,$(wildcard supervisor/*.c))
+WRK_SRC     := $(wildcard worker/*.c)
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+# The worker's Python runtime, embedded at build time.
+WRK_PY      := $(wildcard worker/*.py)
+ENGINE_SRC  := $(sort $(wildcard supervisor/*.[ch] worker/*.[ch] worker/*.py \
+		proto/*.[ch] sandbox/*.[ch] common/*.[ch]))
+
+obj = $(patsubst %.c,$(O)/%.o,$(1))
+
+COMMON_OBJ := $(call obj,$(COMMON_SRC))
+PROTO_OBJ  := $(call obj,$(PROTO_SRC))
+SUP_OBJ    := $(call obj,$(SUP_SRC) $(SBX_S_SRC))
+WRK_OBJ    := $(call obj,$(WRK_SRC) $(SBX_W_SRC)) $(O)/gen/embedded.o
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
+
+SUP_LIBS := $(call pc_libs,$(PKGS_SUP)) -lm
+WRK_LIBS := $(call pc_libs,$(PKGS_WRK)) -lpthread
+
+$(O)/supervisor/%.o $(O)/sandbox/%.o $(O)/tests/unit/%.o: \
+	ALL_CFLAGS += $(call pc_cflags,libcurl jansson libsystemd)
+$(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
+	ALL_CFLAGS += $(call pc_cflags,python3-embed libseccomp)
+$(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
+$(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
+
+.PHONY: all check unit integ demo bench fuzz lint check-headers clean
+all: $(O)/agentz $(O)/agentz-worker
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(O)/libagentz.a: $(COMMON_OBJ) $(PROTO_OBJ) $(SUP_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(O)/agentz: $(O)/supervisor/main.o $(O)/libagentz.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS)
+
+$(O)/gen/embedded.c: scripts/embed.py $(ENGINE_SRC)
+	@mkdir -p $(@D)
+	$(PY) scripts/embed.py $@ $(WRK_PY) -- $(ENGINE_SRC)
+
+$(O)/gen/embedded.o: $(O)/gen/embedded.c
+	$(CC) -std=c11 $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(O)/agentz-worker: $(WRK_OBJ) $(COMMON_OBJ) $(PROTO_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(WRK_LIBS)
+
+$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libagentz.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
+
+# try_syscall probes the seccomp policy from outside; never sanitized.
+$(O)/tests/try_syscall: tests/sandbox/try_syscall.c $(SBX_W_SRC)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -I. -O1 $(WARN) \
+	    $(call pc_cflags,libseccomp) -o $@ $^ $(call pc_libs,libseccomp)
+
+ifeq ($(SAN),1)
+export ASAN_OPTIONS := detect_leaks=1:abort_on_error=0:exitcode=86:allocator_may_return_null=1:detect_stack_use_after_return=0
+export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1:exitcode=86
+export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+endif
+
+unit: $(UNIT_BIN)
+	@set -e; fail=0; for t in $(UNIT_BIN); do \
+	    AGENTZ_FIXTURES=$(CURDIR)/../shared/fixtures/responses $$t || fail=1; \
+	done; exit $$fail
+
+integ: all $(O)/tests/try_syscall
+	AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/integ
+
+check:
+	$(MAKE) all unit integ
+	$(MAKE) SAN=1 all unit integ
+
+demo: all
+	$(PY) scripts/demo.py $(O)
+
+bench: all
+	scripts/install-deps bench
+	$(PY) bench/run.py $(O)
+
+FUZZ_BIN := build-fuzz/fuzz_proto
+$(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h
+	@mkdir -p $(@D)
+	clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
+	    -fsanitize=fuzzer,address,undefined $(call pc_cflags,msgpack) \
+	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) $(call pc_libs,msgpack)
+
+fuzz: $(FUZZ_BIN)
+	@mkdir -p build-fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
+	    -max_len=65536 build-fuzz/corpus tests/fuzz/seeds
+
+HDRS := $(wildcard */*.h)
+check-headers:
+	@for h in $(HDRS); do \
+	    $(CC) -std=c11 $(CPPFLAGS) $(WARN) $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK)) \
+		-fsyntax-only -x c $$h || exit 1; done
+
+lint: check-headers
+	cppcheck --enable=warning,style,performance,portability --std=c11 \
+	    --error-exitcode=1 --inline-suppr --suppress=missingIncludeSystem \
+	    -q -I. supervisor worker proto sandbox common
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

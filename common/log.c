@@ -1,0 +1,105 @@
+/*
+ * log.c - one-line diagnostics to stderr (journald-friendly: no colour, no
+ * timestamps; systemd adds its own).
+ */
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *log_prog = "agentz";
+static int log_level_verbose;
+
+void
+log_init(const char *prog, int verbose)
+{
+	log_prog = prog;
+	log_level_verbose = verbose;
+}
+
+int
+log_verbose(void)
+{
+	return log_level_verbose;
+}
+
+static void
+log_vline(const char *fmt, va_list ap, int with_errno)
+{
+	int saved = errno;
+	char msg[2048];
+
+	(void)vsnprintf(msg, sizeof msg, fmt, ap);
+	if (with_errno)
+		(void)fprintf(stderr, "%s: %s: %s\n", log_prog, msg,
+		    strerror(saved));
+	else
+		(void)fprintf(stderr, "%s: %s\n", log_prog, msg);
+	errno = saved;
+}
+
+void
+log_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(fmt, ap, 1);
+	va_end(ap);
+}
+
+void
+log_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(fmt, ap, 0);
+	va_end(ap);
+}
+
+void
+log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(fmt, ap, 0);
+	va_end(ap);
+}
+
+void
+log_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!log_level_verbose)
+		return;
+	va_start(ap, fmt);
+	log_vline(fmt, ap, 0);
+	va_end(ap);
+}
+
+void
+fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(fmt, ap, 1);
+	va_end(ap);
+	exit(1);
+}
+
+void
+fatalx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(fmt, ap, 0);
+	va_end(ap);
+	exit(1);
+}

@@ -1,0 +1,25 @@
+/*
+ * log.h - diagnostics for both binaries.
+ *
+ * log_* write one line "<prog>: <message>" to stderr. fatal()/fatalx() are
+ * for start-up failures and broken invariants only: a misbehaving worker is
+ * a state change for the supervisor, never fatal to it. fatal() appends
+ * strerror(errno).
+ */
+#ifndef AGENTZ_LOG_H
+#define AGENTZ_LOG_H
+
+#include <stdarg.h>
+
+#define LOG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+void log_init(const char *prog, int verbose);
+int log_verbose(void);
+void log_warn(const char *fmt, ...) LOG_PRINTF(1, 2);	/* + strerror */
+void log_warnx(const char *fmt, ...) LOG_PRINTF(1, 2);
+void log_info(const char *fmt, ...) LOG_PRINTF(1, 2);
+void log_debug(const char *fmt, ...) LOG_PRINTF(1, 2);	/* -v only */
+_Noreturn void fatal(const char *fmt, ...) LOG_PRINTF(1, 2);
+_Noreturn void fatalx(const char *fmt, ...) LOG_PRINTF(1, 2);
+
+#endif

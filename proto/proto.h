@@ -1,0 +1,223 @@
+/*
+ * proto.h - the control channel between agentz (supervisor) and
+ * agentz-worker.
+ *
+ * A frame is an 8-byte big-endian header { u32 body_len, u16 type,
+ * u16 zero } followed by body_len bytes of msgpack: one array holding the
+ * message's fields in the fixed order given below. Decoding is strict: the
+ * header size is checked against the limit before any buffer grows, every
+ * field must have exactly its wire type (str or bin or uint), the array must
+ * have exactly the listed count, and nothing may follow it. Any violation is
+ * a clean -1 with errno set, never a crash.
+ *
+ * This module never logs and never exits (it is fuzzed).
+ */
+#ifndef AGENTZ_PROTO_H
+#define AGENTZ_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROTO_VERSION		1
+#define PROTO_HEADER_SIZE	8
+#define PROTO_MAX_FRAME_DEFAULT ((size_t)64 << 20)	/* body bytes */
+
+/* Direction flags for the dispatch tables. */
+#define MSG_W2S 1	/* worker -> supervisor */
+#define MSG_S2W 2	/* supervisor -> worker */
+
+/*
+ * X(NAME, wire number, direction).  Field order on the wire:
+ *  READY    [version:uint, pid:uint, python_version:str, sandbox:str]
+ *  EXEC     [cell:uint, code:bin]
+ *  DONE     [cell:uint, status:uint, exception_type:str, traceback:str]
+ *  REQUEST  [id:uint, cell:uint, method:str, body:bin]
+ *  REPLY    [id:uint, status:uint, body:bin]
+ *  EVENT    [id:uint, body:bin]
+ *  SHUTDOWN []
+ */
+#define MSG_LIST(X)				\
+	X(READY,	1, MSG_W2S)		\
+	X(EXEC,		2, MSG_S2W)		\
+	X(DONE,		3, MSG_W2S)		\
+	X(REQUEST,	4, MSG_W2S)		\
+	X(REPLY,	5, MSG_S2W)		\
+	X(EVENT,	6, MSG_S2W)		\
+	X(SHUTDOWN,	7, MSG_S2W)
+
+enum msg_type {
+#define X(name, num, dir) MSG_##name = num,
+	MSG_LIST(X)
+#undef X
+};
+
+/*
+ * agentz-worker exit codes: API between the two binaries. The supervisor
+ * classifies a worker death from this code or the signal alone (SIGSYS =
+ * seccomp violation, SIGKILL = our kill or the OOM killer).
+ */
+enum worker_exit {
+	WEXIT_OK = 0,		/* SHUTDOWN received, or channel closed idle */
+	WEXIT_USAGE = 64,	/* bad arguments or fd layout */
+	WEXIT_CHANNEL = 65,	/* control channel closed or failed mid-run */
+	WEXIT_PROTOCOL = 66,	/* the supervisor sent a malformed frame */
+	WEXIT_PYINIT = 67,	/* CPython failed to initialise */
+	WEXIT_SANDBOX = 68,	/* seccomp or rlimit set-up failed */
+	WEXIT_EXEC = 127	/* execve of agentz-worker failed (child side) */
+};
+
+/* DONE.status, on the wire. */
+enum done_status {
+	DONE_OK = 0,		/* ran to the end */
+	DONE_ERROR = 1,		/* raised an exception */
+	DONE_INTERRUPTED = 2,	/* KeyboardInterrupt or SystemExit */
+	DONE_EXITED = 3,	/* AgentQuit: the run ends normally */
+	DONE_STATUS_MAX = 3
+};
+
+/* REPLY.status: body is the result (OK) or a JSON error object. */
+enum reply_status {
+	REPLY_OK = 0,
+	REPLY_ERROR = 1,
+	REPLY_STATUS_MAX = 1
+};
+
+/*
+ * A byte string owned by the message. ptr is always NUL-terminated (one
+ * extra byte, not counted in len) so text fields can be printed, but len is
+ * authoritative: bin fields may hold NUL bytes. An empty field has len 0 and
+ * a valid ptr to "" after decoding; when encoding, ptr may be NULL if len is 0.
+ */
+struct bytes {
+	char *ptr;
+	size_t len;
+};
+
+struct msg_ready {
+	uint32_t version;
+	uint32_t pid;
+	struct bytes python_version;
+	struct bytes sandbox;	/* e.g. "seccomp=default,nnp" */
+};
+
+struct msg_exec {
+	uint32_t cell;
+	struct bytes code;
+};
+
+struct msg_done {
+	uint32_t cell;
+	uint32_t status;	/* enum done_status */
+	struct bytes exception_type;
+	struct bytes traceback;
+};
+
+struct msg_request {
+	uint64_t id;
+	uint32_t cell;
+	struct bytes method;	/* e.g. "input", "call_me" */
+	struct bytes body;	/* method-defined, usually JSON text */
+};
+
+struct msg_reply {
+	uint64_t id;
+	uint32_t status;	/* enum reply_status */
+	struct bytes body;
+};
+
+struct msg_event {
+	uint64_t id;
+	struct bytes body;
+};
+
+struct msg {
+	enum msg_type type;
+	union {
+		struct msg_ready ready;
+		struct msg_exec exec;
+		struct msg_done done;
+		struct msg_request request;
+		struct msg_reply reply;
+		struct msg_event event;
+	} u;
+};
+
+/* "READY", "EXEC", ...; "?" for a number not in MSG_LIST. */
+const char *msg_name(unsigned type);
+/* MSG_W2S / MSG_S2W for a known type, 0 for an unknown one. */
+int msg_direction(unsigned type);
+
+/* Frees the byte strings a decoded message owns. Accepts a zeroed msg. */
+void msg_clear(struct msg *m);
+
+/* A growable, length-carrying byte buffer. */
+struct buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+void buf_init(struct buf *b);
+void buf_clear(struct buf *b);		/* frees; buf is reusable after */
+/* Appends n bytes. -1/ENOMEM on allocation failure. */
+int buf_append(struct buf *b, const void *p, size_t n);
+/* Removes the first n bytes (n <= len). */
+void buf_consume(struct buf *b, size_t n);
+
+/*
+ * Appends one complete frame (header + body) for m to out.
+ * Returns 0, or -1 with errno EINVAL (bad type or status) / ENOMEM /
+ * EMSGSIZE (body larger than max_frame).
+ */
+int msg_encode(const struct msg *m, struct buf *out, size_t max_frame);
+
+/*
+ * Decodes one frame body of the given wire type into m (which the caller
+ * then owns and must msg_clear). Returns 0, or -1 with errno:
+ *  EPROTO   unknown type
+ *  EBADMSG  malformed msgpack, wrong field type/count, trailing bytes,
+ *           out-of-range status, or a uint too large for its field
+ *  ENOMEM   allocation failure
+ * On failure m is left cleared.
+ */
+int msg_decode(unsigned type, const void *body, size_t len, struct msg *m);
+
+/*
+ * Incremental frame reader for a non-blocking fd (supervisor side).
+ */
+struct frame_rx {
+	struct buf in;
+	size_t max_frame;
+};
+
+void frame_rx_init(struct frame_rx *rx, size_t max_frame);
+void frame_rx_clear(struct frame_rx *rx);
+/*
+ * One read(2) from fd into rx (at most 64 KiB per call, so the caller's
+ * loop stays fair). Returns bytes read (> 0), 0 on EOF, -1 with errno
+ * (EAGAIN/EINTR passed through).
+ */
+ssize_t frame_rx_fill(struct frame_rx *rx, int fd);
+/* Appends bytes already read by the caller (tests, fuzzers). 0 / -1 ENOMEM. */
+int frame_rx_feed(struct frame_rx *rx, const void *p, size_t n);
+/*
+ * Pops the next complete frame. Returns 1 with m filled (caller msg_clears),
+ * 0 when more bytes are needed, -1 with errno: EMSGSIZE (header announces
+ * more than max_frame), EPROTO (unknown type or non-zero reserved field),
+ * EBADMSG / ENOMEM as msg_decode. After -1 the stream is unusable.
+ */
+int frame_rx_pop(struct frame_rx *rx, struct msg *m);
+
+/*
+ * Blocking helpers (worker side; fd may be blocking).
+ * frame_write: writes the whole frame, retrying on EINTR and short writes.
+ *   0 or -1 with errno (from write, or msg_encode's).
+ * frame_read: reads exactly one frame. 1 with m filled, 0 on clean EOF
+ *   before any header byte, -1 with errno (EPIPE-like errors from read,
+ *   ECONNRESET for EOF inside a frame, and msg_decode / frame_rx_pop's).
+ */
+int frame_write(int fd, const struct msg *m, size_t max_frame);
+int frame_read(int fd, struct msg *m, size_t max_frame);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * capture.h - bounded capture of a cell's output: the first half of the
+ * limit is kept as the head, the last half as a ring-buffered tail, and the
+ * bytes in between are only counted. Memory stays at most `limit` bytes
+ * however much the cell prints.
+ */
+#ifndef AGENTZ_CAPTURE_H
+#define AGENTZ_CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct capture {
+	size_t limit;		/* head + tail bytes kept */
+	char *head;
+	size_t head_len;
+	char *tail;		/* ring of limit - limit/2 bytes */
+	size_t tail_start, tail_len;
+	uint64_t total;		/* bytes ever appended */
+};
+
+void capture_init(struct capture *c, size_t limit);
+void capture_clear(struct capture *c);
+/* 0, or -1/ENOMEM (the bytes are then counted as dropped). */
+int capture_append(struct capture *c, const char *p, size_t n);
+/* Bytes appended but not kept. */
+uint64_t capture_dropped(const struct capture *c);
+/*
+ * The kept text as one malloc'ed, NUL-terminated string: head, then a
+ * marker line "[... N bytes dropped ...]" when bytes were dropped, then
+ * tail. *len gets its length. NULL / ENOMEM.
+ */
+char *capture_text(const struct capture *c, size_t *len);
+
+#endif

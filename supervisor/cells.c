@@ -1,0 +1,237 @@
+/*
+ * cells.c - cell records (see cells.h).
+ */
+#include "supervisor/cells.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "supervisor/loop.h"
+#include "supervisor/utf8.h"
+
+void
+cells_init(struct cells *h, size_t output_limit)
+{
+	memset(h, 0, sizeof *h);
+	h->output_limit = output_limit;
+}
+
+static void
+cell_free(struct cell *c)
+{
+	if (c == NULL)
+		return;
+	free(c->code);
+	free(c->summary);
+	free(c->source);
+	free(c->exception_type);
+	free(c->traceback);
+	free(c->detail);
+	capture_clear(&c->out);
+	free(c);
+}
+
+void
+cells_clear(struct cells *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->n; i++)
+		cell_free(h->v[i]);
+	free(h->v);
+	cells_init(h, h->output_limit);
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+struct cell *
+cells_begin(struct cells *h, const char *code, size_t len,
+    const char *summary, const char *source, int64_t generated_by)
+{
+	struct cell *c;
+	struct cell **nv;
+
+	if (h->n == h->cap) {
+		nv = realloc(h->v, (h->cap ? h->cap * 2 : 16) * sizeof *nv);
+		if (nv == NULL)
+			return NULL;
+		h->v = nv;
+		h->cap = h->cap ? h->cap * 2 : 16;
+	}
+	c = calloc(1, sizeof *c);
+	if (c == NULL || (c->code = malloc(len + 1)) == NULL) {
+		free(c);
+		return NULL;
+	}
+	memcpy(c->code, code, len);
+	c->code[len] = '\0';
+	c->code_len = len;
+	c->summary = dup_or_null(summary);
+	c->source = dup_or_null(source);
+	c->n = (uint32_t)h->n;
+	c->generated_by = generated_by;
+	c->generated_at = c->started_at = loop_wall();
+	c->t0_us = loop_now_us();
+	c->status = CELL_RUNNING;
+	c->exit_code = c->term_signal = -1;
+	capture_init(&c->out, h->output_limit);
+	h->v[h->n++] = c;
+	return c;
+}
+
+static void
+finish_time(struct cell *c)
+{
+	c->finished_at = loop_wall();
+	c->duration_us = loop_now_us() - c->t0_us;
+}
+
+void
+cells_finish_done(struct cell *c, const struct msg_done *d)
+{
+	static const enum cell_status map[] = {
+		[DONE_OK] = CELL_OK, [DONE_ERROR] = CELL_ERROR,
+		[DONE_INTERRUPTED] = CELL_INTERRUPTED,
+		[DONE_EXITED] = CELL_EXITED,
+	};
+
+	finish_time(c);
+	c->status = map[d->status];
+	c->kind = c->status == CELL_ERROR ? KIND_EXCEPTION : KIND_NONE;
+	if (d->exception_type.len > 0)
+		c->exception_type = strdup(d->exception_type.ptr);
+	if (d->traceback.len > 0)
+		c->traceback = strdup(d->traceback.ptr);
+}
+
+void
+cells_finish_dead(struct cell *c, enum cell_kind kind, const char *detail,
+    int exit_code, int term_signal)
+{
+	finish_time(c);
+	c->status = CELL_ERROR;
+	c->kind = kind;
+	c->detail = dup_or_null(detail);
+	c->exit_code = exit_code;
+	c->term_signal = term_signal;
+}
+
+void
+cells_set_rusage(struct cell *c, const struct rusage *ru)
+{
+	c->maxrss_kb = ru->ru_maxrss;
+	c->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u +
+	    (uint64_t)ru->ru_utime.tv_usec +
+	    (uint64_t)ru->ru_stime.tv_sec * 1000000u +
+	    (uint64_t)ru->ru_stime.tv_usec;
+}
+
+const char *
+cells_status_name(enum cell_status s)
+{
+	static const char *const names[] = {
+		[CELL_RUNNING] = "running", [CELL_OK] = "ok",
+		[CELL_ERROR] = "error", [CELL_INTERRUPTED] = "interrupted",
+		[CELL_EXITED] = "exited",
+	};
+
+	return names[s];
+}
+
+const char *
+cells_kind_name(enum cell_kind k)
+{
+	static const char *const names[] = {
+		[KIND_NONE] = NULL, [KIND_EXCEPTION] = "exception",
+		[KIND_NO_SUCCESSOR] = "no_successor",
+		[KIND_TIMEOUT] = "timeout", [KIND_MEMORY] = "memory",
+		[KIND_CRASHED] = "crashed", [KIND_PROTOCOL] = "protocol",
+	};
+
+	return names[k];
+}
+
+/* A JSON string from arbitrary bytes; JSON null for NULL. */
+static json_t *
+jstr(const char *s, size_t n)
+{
+	size_t len;
+	char *clean;
+	json_t *j;
+
+	if (s == NULL)
+		return json_null();
+	clean = utf8_sanitize(s, n, &len);
+	if (clean == NULL)
+		return json_null();
+	j = json_stringn_nocheck(clean, len);
+	free(clean);
+	return j;
+}
+
+static json_t *
+jcstr(const char *s)
+{
+	return jstr(s, s != NULL ? strlen(s) : 0);
+}
+
+static json_t *
+jint_or_null(long long v)
+{
+	return v >= 0 ? json_integer(v) : json_null();
+}
+
+static void
+add_output(json_t *o, const struct cell *c)
+{
+	size_t len = 0;
+	char *text = capture_text(&c->out, &len);
+
+	(void)json_object_set_new(o, "output", jstr(text, len));
+	free(text);
+	(void)json_object_set_new(o, "output_bytes",
+	    json_integer((json_int_t)c->out.total));
+	(void)json_object_set_new(o, "output_dropped",
+	    json_integer((json_int_t)capture_dropped(&c->out)));
+}
+
+json_t *
+cells_json(const struct cell *c)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "cell", json_integer(c->n));
+	(void)json_object_set_new(o, "source", jcstr(c->source));
+	(void)json_object_set_new(o, "summary", jcstr(c->summary));
+	(void)json_object_set_new(o, "generated_by",
+	    jint_or_null(c->generated_by));
+	(void)json_object_set_new(o, "code", jstr(c->code, c->code_len));
+	(void)json_object_set_new(o, "status",
+	    json_string(cells_status_name(c->status)));
+	(void)json_object_set_new(o, "kind", jcstr(cells_kind_name(c->kind)));
+	(void)json_object_set_new(o, "exception_type",
+	    jcstr(c->exception_type));
+	(void)json_object_set_new(o, "traceback", jcstr(c->traceback));
+	(void)json_object_set_new(o, "detail", jcstr(c->detail));
+	add_output(o, c);
+	(void)json_object_set_new(o, "generated_at",
+	    json_real(c->generated_at));
+	(void)json_object_set_new(o, "started_at", json_real(c->started_at));
+	(void)json_object_set_new(o, "finished_at", c->status == CELL_RUNNING ?
+	    json_null() : json_real(c->finished_at));
+	(void)json_object_set_new(o, "duration_us",
+	    json_integer((json_int_t)c->duration_us));
+	(void)json_object_set_new(o, "exit_code", jint_or_null(c->exit_code));
+	(void)json_object_set_new(o, "signal", jint_or_null(c->term_signal));
+	(void)json_object_set_new(o, "peak_rss_kb",
+	    jint_or_null(c->maxrss_kb > 0 ? c->maxrss_kb : -1));
+	(void)json_object_set_new(o, "cpu_us", c->cpu_us > 0 ?
+	    json_integer((json_int_t)c->cpu_us) : json_null());
+	return o;
+}

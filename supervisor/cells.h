@@ -1,0 +1,90 @@
+/*
+ * cells.h - the cell history: one record per cell, inputs written before
+ * the cell runs and outputs after (SPEC §2), with the output captured
+ * under a head+tail cap.
+ */
+#ifndef AGENTZ_CELLS_H
+#define AGENTZ_CELLS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "proto/proto.h"
+#include "supervisor/capture.h"
+
+enum cell_status {
+	CELL_RUNNING,
+	CELL_OK,
+	CELL_ERROR,
+	CELL_INTERRUPTED,
+	CELL_EXITED
+};
+
+/* The concrete kind of an error (SPEC §6). */
+enum cell_kind {
+	KIND_NONE,
+	KIND_EXCEPTION,
+	KIND_NO_SUCCESSOR,
+	KIND_TIMEOUT,
+	KIND_MEMORY,
+	KIND_CRASHED,
+	KIND_PROTOCOL
+};
+
+struct cell {
+	uint32_t n;
+	/* inputs */
+	char *code;
+	size_t code_len;
+	char *summary;		/* NULL: none */
+	char *source;		/* file it came from (agentz exec), or NULL */
+	int64_t generated_by;	/* cell that submitted it; -1 = engine */
+	double generated_at, started_at;
+	/* outputs */
+	enum cell_status status;
+	enum cell_kind kind;
+	char *exception_type, *traceback, *detail;
+	struct capture out;
+	double finished_at;
+	uint64_t t0_us, duration_us;
+	pid_t worker_pid;
+	unsigned worker_gen;
+	int exit_code, term_signal;	/* -1: not applicable */
+	long maxrss_kb;
+	uint64_t cpu_us;
+};
+
+struct cells {
+	struct cell **v;
+	size_t n, cap;
+	size_t output_limit;
+};
+
+void cells_init(struct cells *h, size_t output_limit);
+void cells_clear(struct cells *h);
+
+/*
+ * Appends the record of a new cell (status RUNNING, started now). Copies
+ * code/summary/source. NULL / ENOMEM.
+ */
+struct cell *cells_begin(struct cells *h, const char *code, size_t len,
+    const char *summary, const char *source, int64_t generated_by);
+
+/* Fills the outputs from a DONE frame. */
+void cells_finish_done(struct cell *c, const struct msg_done *d);
+/* Fills the outputs of a cell whose worker died; detail is a copied text. */
+void cells_finish_dead(struct cell *c, enum cell_kind kind,
+    const char *detail, int exit_code, int term_signal);
+/* Accounting from the worker's rusage (when it was reaped). */
+void cells_set_rusage(struct cell *c, const struct rusage *ru);
+
+const char *cells_status_name(enum cell_status s);
+const char *cells_kind_name(enum cell_kind k);
+
+/* The record as a new JSON object (valid UTF-8 whatever the output). */
+json_t *cells_json(const struct cell *c);
+
+#endif

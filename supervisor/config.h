@@ -1,0 +1,45 @@
+/*
+ * config.h - operator settings: defaults, then the environment, then the
+ * command line. Cell code can change none of them.
+ */
+#ifndef AGENTZ_CONFIG_H
+#define AGENTZ_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXIT_OK		0
+#define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
+#define EXIT_USAGE	2
+#define EXIT_WORKER	3	/* the worker cannot be started */
+#define EXIT_SIGINT	130
+
+struct config {
+	int json;
+	int verbose;
+	const char *worker_path;	/* default: next to our executable */
+	const char *sandbox;		/* off | default | strict */
+	int sandbox_debug;
+	size_t output_limit;
+	size_t max_frame;
+	double cell_timeout;		/* seconds */
+	double grace;			/* seconds */
+	uint64_t memory_limit;		/* bytes, 0 = none */
+	const char **pass_env;		/* NULL-terminated */
+	size_t npass_env;
+	/* operands after the options */
+	char **args;
+	int nargs;
+};
+
+/*
+ * Parses argv (after the subcommand) into c. Returns 0, 1 when --help was
+ * printed, or -1 after printing a usage error naming the bad option and
+ * value.
+ */
+int config_parse(struct config *c, int argc, char **argv, const char *cmd);
+void config_clear(struct config *c);
+/* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
+int config_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,410 @@
+/*
+ * exec.c - the `agentz exec` front end (see exec.h).
+ *
+ * Reads every cell before starting anything, so a missing or unreadable
+ * file is a usage error that has run nothing. Then runs them in order in
+ * one worker: live output to our stdout/stderr and a one-line status per
+ * cell on stderr, or with --json only one JSON record per cell on stdout.
+ * A cell that kills its worker is recorded as such and the next cell runs
+ * in a fresh worker.
+ */
+#include "supervisor/exec.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "supervisor/config.h"
+#include "supervisor/runner.h"
+#include "supervisor/sig.h"
+
+struct src_cell {
+	char *code;
+	size_t len;
+	const char *source;
+};
+
+struct exec_run {
+	struct config cfg;
+	struct loop *loop;
+	struct runner *runner;
+	struct src_cell *cells;
+	size_t ncells, next;
+	int failed;
+};
+
+static int
+add_cell(struct exec_run *x, const char *p, size_t n, const char *source)
+{
+	struct src_cell *v = realloc(x->cells, (x->ncells + 1) * sizeof *v);
+
+	if (v == NULL)
+		return -1;
+	x->cells = v;
+	v[x->ncells].code = malloc(n + 1);
+	if (v[x->ncells].code == NULL)
+		return -1;
+	memcpy(v[x->ncells].code, p, n);
+	v[x->ncells].code[n] = '\0';
+	v[x->ncells].len = n;
+	v[x->ncells].source = source;
+	x->ncells++;
+	return 0;
+}
+
+static char *
+slurp(FILE *f, size_t *len)
+{
+	size_t cap = 65536, n = 0, got;
+	char *p = malloc(cap), *np;
+
+	while (p != NULL && (got = fread(p + n, 1, cap - n, f)) > 0) {
+		n += got;
+		if (n == cap) {
+			np = realloc(p, cap * 2);
+			if (np == NULL)
+				break;
+			p = np;
+			cap *= 2;
+		}
+	}
+	if (p == NULL || ferror(f) || n == cap) {
+		free(p);
+		return NULL;
+	}
+	*len = n;
+	return p;
+}
+
+/* Is the line at p (up to n bytes, no newline) a "# %%" separator? */
+static int
+is_separator(const char *p, size_t n)
+{
+	while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' ||
+	    p[n - 1] == '\t'))
+		n--;
+	return n >= 4 && memcmp(p, "# %%", 4) == 0 && (n == 4 || p[4] == ' ');
+}
+
+/* Adds a cell unless it is only whitespace (e.g. before the first "# %%"). */
+static int
+add_nonblank(struct exec_run *x, const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r')
+			return add_cell(x, p, n, "-");
+	return 0;
+}
+
+static int
+split_stdin(struct exec_run *x, const char *p, size_t n)
+{
+	size_t start = 0, line = 0, eol;
+
+	while (line < n) {
+		eol = line;
+		while (eol < n && p[eol] != '\n')
+			eol++;
+		if (is_separator(p + line, eol - line)) {
+			if (add_nonblank(x, p + start, line - start) < 0)
+				return -1;
+			start = eol < n ? eol + 1 : n;
+		}
+		line = eol + 1;
+	}
+	return add_nonblank(x, p + start, n - start);
+}
+
+static int
+load_cells(struct exec_run *x)
+{
+	FILE *f;
+	char *p;
+	size_t n;
+	int i, rc;
+
+	for (i = 0; i < x->cfg.nargs; i++) {
+		const char *path = x->cfg.args[i];
+		int is_stdin = strcmp(path, "-") == 0;
+
+		f = is_stdin ? stdin : fopen(path, "rb");
+		p = f != NULL ? slurp(f, &n) : NULL;
+		if (p == NULL) {
+			(void)fprintf(stderr, "agentz exec: cannot read %s: "
+			    "%s\n", is_stdin ? "stdin" : path,
+			    errno ? strerror(errno) : "read error");
+			if (f != NULL && !is_stdin)
+				(void)fclose(f);
+			return -1;
+		}
+		if (!is_stdin)
+			(void)fclose(f);
+		rc = is_stdin ? split_stdin(x, p, n) : add_cell(x, p, n, path);
+		free(p);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --- running ---------------------------------------------------------------- */
+
+static void
+write_all(int fd, const char *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;	/* our terminal is gone; the record keeps it */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void
+x_output(void *ctx, const struct cell *c, int stream, const char *p,
+    size_t n)
+{
+	struct exec_run *x = ctx;
+
+	(void)c;
+	if (!x->cfg.json)
+		write_all(stream == 1 ? 1 : 2, p, n);
+}
+
+static void
+print_json(struct exec_run *x, const struct cell *c)
+{
+	const struct worker *w = runner_worker(x->runner);
+	json_t *o = cells_json(c);
+	json_t *wj;
+	char *s;
+
+	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:[s]}",
+	    "pid", (int)c->worker_pid, "generation", (int)c->worker_gen,
+	    "spawn_ready_us", (json_int_t)worker_spawn_ready_us(w),
+	    "python", worker_python_version(w), "sandbox", worker_sandbox(w),
+	    "containment", "process-group");
+	(void)json_object_set_new(o, "worker", wj);
+	s = json_dumps(o, JSON_COMPACT);
+	if (s != NULL) {
+		write_all(1, s, strlen(s));
+		write_all(1, "\n", 1);
+	}
+	free(s);
+	json_decref(o);
+}
+
+static void
+print_status(const struct cell *c)
+{
+	char line[512];
+	const char *what = c->kind == KIND_CRASHED ? "crashed" :
+	    c->kind == KIND_PROTOCOL ? "protocol error" :
+	    cells_status_name(c->status);
+
+	if (c->traceback != NULL)
+		write_all(2, c->traceback, strlen(c->traceback));
+	(void)snprintf(line, sizeof line, "[agentz] cell %u (%s): %s%s%s%s%s "
+	    "in %.1f ms\n", c->n, c->source, what,
+	    c->exception_type ? " " : "",
+	    c->exception_type ? c->exception_type : "",
+	    c->detail ? ": " : "", c->detail ? c->detail : "",
+	    (double)c->duration_us / 1000.0);
+	write_all(2, line, strlen(line));
+}
+
+static void
+run_next(struct exec_run *x)
+{
+	const struct src_cell *s;
+
+	if (x->next == x->ncells) {
+		loop_stop(x->loop, x->failed ? EXIT_FAILED : EXIT_OK);
+		return;
+	}
+	s = &x->cells[x->next++];
+	if (runner_run(x->runner, s->code, s->len, NULL, s->source, -1) ==
+	    NULL) {
+		log_warn("cannot run cell %zu", x->next - 1);
+		loop_stop(x->loop, EXIT_FAILED);
+	}
+}
+
+static void
+x_finished(void *ctx, struct cell *c)
+{
+	struct exec_run *x = ctx;
+
+	if (c->status != CELL_OK)
+		x->failed = 1;
+	if (x->cfg.json)
+		print_json(x, c);
+	else
+		print_status(c);
+	run_next(x);
+}
+
+static void
+x_request(void *ctx, struct cell *c, const struct msg_request *r)
+{
+	struct exec_run *x = ctx;
+	char body[256];
+	int n;
+
+	(void)c;
+	n = snprintf(body, sizeof body, "{\"type\":\"RuntimeError\","
+	    "\"message\":\"%s is not available in agentz exec (no model)\"}",
+	    strcmp(r->method.ptr, "call_me") == 0 ? "call_me" :
+	    "this host function");
+	(void)runner_reply(x->runner, r->id, REPLY_ERROR, body, (size_t)n);
+}
+
+static void
+x_fatal(void *ctx, const char *why)
+{
+	struct exec_run *x = ctx;
+
+	log_warnx("exec: the worker cannot be started: %s", why);
+	loop_stop(x->loop, EXIT_WORKER);
+}
+
+static void
+x_signal(int signo, void *ctx)
+{
+	struct exec_run *x = ctx;
+
+	log_warnx("exec: %s, stopping", strsignal(signo));
+	loop_stop(x->loop, signo == SIGINT ? EXIT_SIGINT : 128 + signo);
+}
+
+static const struct runner_ops exec_ops = {
+	x_output, x_finished, x_request, x_fatal
+};
+
+/* agentz-worker next to our own executable, unless --worker says. */
+static char *
+worker_path(const char *given)
+{
+	char self[4096], *slash, *p;
+	ssize_t n;
+
+	if (given != NULL)
+		return strdup(given);
+	n = readlink("/proc/self/exe", self, sizeof self - 32);
+	if (n <= 0)
+		return strdup("agentz-worker");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	p = malloc((size_t)n + 32);
+	if (p != NULL)
+		(void)snprintf(p, (size_t)n + 32, "%.*s/agentz-worker",
+		    (int)(slash - self), self);
+	return p;
+}
+
+static void
+runner_config_from(const struct config *c, const char *wpath, int input_fd,
+    struct runner_config *rc)
+{
+	memset(rc, 0, sizeof *rc);
+	rc->worker.path = wpath;
+	rc->worker.sandbox = c->sandbox;
+	rc->worker.sandbox_debug = c->sandbox_debug;
+	rc->worker.max_frame = c->max_frame;
+	rc->worker.pass_env = c->pass_env;
+	rc->worker.ready_timeout_ms = 30000;
+	rc->output_limit = c->output_limit;
+	rc->max_start_failures = 5;
+	rc->input_fd = input_fd;
+}
+
+static int
+uses_stdin(const struct config *c)
+{
+	int i;
+
+	for (i = 0; i < c->nargs; i++)
+		if (strcmp(c->args[i], "-") == 0)
+			return 1;
+	return 0;
+}
+
+static void
+exec_free(struct exec_run *x)
+{
+	size_t i;
+
+	runner_free(x->runner);
+	loop_free(x->loop);
+	for (i = 0; i < x->ncells; i++)
+		free(x->cells[i].code);
+	free(x->cells);
+	config_clear(&x->cfg);
+}
+
+static int
+exec_go(struct exec_run *x, const char *wpath)
+{
+	struct runner_config rc;
+
+	runner_config_from(&x->cfg, wpath, uses_stdin(&x->cfg) ? -1 : 0, &rc);
+	x->loop = loop_new();
+	if (x->loop == NULL || sig_setup(x->loop, x_signal, x) < 0)
+		fatal("exec: event loop set-up");
+	x->runner = runner_new(x->loop, &rc, &exec_ops, x);
+	if (x->runner == NULL)
+		fatal("exec: runner");
+	if (runner_start(x->runner) < 0) {
+		log_warn("exec: cannot start %s", wpath);
+		return EXIT_WORKER;
+	}
+	run_next(x);
+	return loop_run(x->loop);
+}
+
+int
+exec_main(int argc, char **argv)
+{
+	struct exec_run x;
+	char *wpath;
+	int rc;
+
+	memset(&x, 0, sizeof x);
+	rc = config_parse(&x.cfg, argc, argv, "exec");
+	if (rc != 0) {
+		config_clear(&x.cfg);
+		return rc > 0 ? EXIT_OK : EXIT_USAGE;
+	}
+	log_init("agentz", x.cfg.verbose);
+	if (x.cfg.nargs == 0) {
+		(void)fprintf(stderr, "agentz exec: no cells given (FILE... "
+		    "or - for stdin); see agentz exec --help\n");
+		config_clear(&x.cfg);
+		return EXIT_USAGE;
+	}
+	if (load_cells(&x) < 0) {
+		exec_free(&x);
+		return EXIT_USAGE;
+	}
+	wpath = worker_path(x.cfg.worker_path);
+	if (wpath == NULL)
+		fatal("exec: worker path");
+	rc = x.ncells == 0 ? EXIT_OK : exec_go(&x, wpath);
+	exec_free(&x);
+	free(wpath);
+	return rc;
+}

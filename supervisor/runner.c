@@ -1,0 +1,384 @@
+/*
+ * runner.c - one cell at a time in a supervised worker (see runner.h).
+ */
+#include "supervisor/runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 5000
+
+struct runner {
+	struct loop *loop;
+	struct runner_config cfg;
+	struct runner_ops ops;
+	void *ctx;
+	struct worker *w;
+	struct cells cells;
+	struct cell *current;	/* running in the worker */
+	struct cell *pending;	/* recorded, waiting for a ready worker */
+	unsigned start_failures;
+	uint64_t respawn_timer;
+	/* input() */
+	uint64_t input_id;	/* 0: none waiting */
+	int input_eof;
+	struct buf inbuf;
+};
+
+static void w_ready(struct worker *w, void *ctx);
+static void w_output(struct worker *w, int stream, const char *p, size_t n,
+    void *ctx);
+static void w_done(struct worker *w, const struct msg_done *d, void *ctx);
+static void w_request(struct worker *w, const struct msg_request *r,
+    void *ctx);
+static void w_death(struct worker *w, const struct worker_death *d,
+    void *ctx);
+
+static const struct worker_ops runner_worker_ops = {
+	w_ready, w_output, w_done, w_request, w_death
+};
+
+struct runner *
+runner_new(struct loop *l, const struct runner_config *c,
+    const struct runner_ops *ops, void *ctx)
+{
+	struct runner *r = calloc(1, sizeof *r);
+
+	if (r == NULL)
+		return NULL;
+	r->loop = l;
+	r->cfg = *c;
+	r->ops = *ops;
+	r->ctx = ctx;
+	cells_init(&r->cells, c->output_limit);
+	buf_init(&r->inbuf);
+	r->w = worker_new(l, &c->worker, &runner_worker_ops, r);
+	if (r->w == NULL) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void
+runner_free(struct runner *r)
+{
+	if (r == NULL)
+		return;
+	worker_free(r->w);
+	loop_timer_cancel(r->loop, r->respawn_timer);
+	if (r->cfg.input_fd >= 0)
+		loop_unwatch(r->loop, r->cfg.input_fd);
+	cells_clear(&r->cells);
+	buf_clear(&r->inbuf);
+	free(r);
+}
+
+int
+runner_start(struct runner *r)
+{
+	return worker_spawn(r->w);
+}
+
+struct cells *
+runner_cells(struct runner *r)
+{
+	return &r->cells;
+}
+
+struct cell *
+runner_current(struct runner *r)
+{
+	return r->current;
+}
+
+const struct worker *
+runner_worker(const struct runner *r)
+{
+	return r->w;
+}
+
+static void
+dispatch_pending(struct runner *r)
+{
+	struct cell *c = r->pending;
+
+	if (c == NULL || worker_state(r->w) != WORKER_IDLE)
+		return;
+	r->pending = NULL;
+	r->current = c;
+	c->started_at = loop_wall();
+	c->t0_us = loop_now_us();
+	c->worker_pid = worker_pid(r->w);
+	c->worker_gen = worker_generation(r->w);
+	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
+		worker_kill(r->w, "cannot send the cell to the worker");
+}
+
+struct cell *
+runner_run(struct runner *r, const char *code, size_t len,
+    const char *summary, const char *source, int64_t generated_by)
+{
+	struct cell *c;
+
+	if (r->current != NULL || r->pending != NULL) {
+		errno = EBUSY;
+		return NULL;
+	}
+	c = cells_begin(&r->cells, code, len, summary, source, generated_by);
+	if (c == NULL)
+		return NULL;
+	r->pending = c;
+	dispatch_pending(r);
+	return c;
+}
+
+int
+runner_reply(struct runner *r, uint64_t id, uint32_t status,
+    const char *body, size_t len)
+{
+	return worker_reply(r->w, id, status, body, len);
+}
+
+int
+runner_event(struct runner *r, uint64_t id, const char *body, size_t len)
+{
+	return worker_event(r->w, id, body, len);
+}
+
+/* --- worker callbacks ---------------------------------------------------- */
+
+static void
+w_ready(struct worker *w, void *ctx)
+{
+	struct runner *r = ctx;
+
+	log_debug("worker %ld ready in %llu us (python %s, %s)",
+	    (long)worker_pid(w),
+	    (unsigned long long)worker_spawn_ready_us(w),
+	    worker_python_version(w), worker_sandbox(w));
+	r->start_failures = 0;
+	dispatch_pending(r);
+}
+
+static void
+w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)w;
+	if (r->current != NULL)
+		(void)capture_append(&r->current->out, p, n);
+	r->ops.output(r->ctx, r->current, stream, p, n);
+}
+
+static void input_stop(struct runner *r);
+
+static void
+w_done(struct worker *w, const struct msg_done *d, void *ctx)
+{
+	struct runner *r = ctx;
+	struct cell *c = r->current;
+
+	(void)w;
+	input_stop(r);
+	r->current = NULL;
+	cells_finish_done(c, d);
+	r->ops.finished(r->ctx, c);
+}
+
+static void
+reply_error(struct runner *r, uint64_t id, const char *type,
+    const char *message)
+{
+	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", message);
+	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	if (s != NULL)
+		(void)worker_reply(r->w, id, REPLY_ERROR, s, strlen(s));
+	free(s);
+	json_decref(o);
+}
+
+static void
+input_stop(struct runner *r)
+{
+	r->input_id = 0;
+	if (r->cfg.input_fd >= 0)
+		loop_unwatch(r->loop, r->cfg.input_fd);
+}
+
+/* Answers the waiting input() if a whole line (or EOF) is buffered. */
+static int
+input_try_answer(struct runner *r)
+{
+	uint8_t *nl = memchr(r->inbuf.data, '\n', r->inbuf.len);
+	size_t n;
+
+	if (nl == NULL && !r->input_eof)
+		return 0;
+	if (nl == NULL && r->inbuf.len == 0) {
+		reply_error(r, r->input_id, "EOFError", "EOF when reading a line");
+	} else {
+		n = nl != NULL ? (size_t)(nl - r->inbuf.data) : r->inbuf.len;
+		(void)worker_reply(r->w, r->input_id, REPLY_OK,
+		    (const char *)r->inbuf.data, n);
+		buf_consume(&r->inbuf, nl != NULL ? n + 1 : n);
+	}
+	input_stop(r);
+	return 1;
+}
+
+static void
+input_event(struct loop *l, int fd, short revents, void *ctx)
+{
+	struct runner *r = ctx;
+	char tmp[4096];
+	ssize_t n;
+
+	(void)l;
+	(void)revents;
+	n = read(fd, tmp, sizeof tmp);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0)
+		r->input_eof = 1;
+	else if (buf_append(&r->inbuf, tmp, (size_t)n) < 0)
+		r->input_eof = 1;
+	(void)input_try_answer(r);
+}
+
+static void
+serve_input(struct runner *r, const struct msg_request *q)
+{
+	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
+	const char *prompt = json_string_value(json_object_get(body,
+	    "prompt"));
+
+	if (r->input_id != 0) {
+		reply_error(r, q->id, "RuntimeError",
+		    "input() is already waiting in another thread");
+	} else if (r->cfg.input_fd < 0) {
+		reply_error(r, q->id, "EOFError",
+		    "EOF when reading a line (no terminal)");
+	} else {
+		if (prompt != NULL && *prompt != '\0')
+			w_output(r->w, 1, prompt, strlen(prompt), r);
+		r->input_id = q->id;
+		if (!input_try_answer(r) && loop_watch(r->loop,
+		    r->cfg.input_fd, POLLIN, input_event, r) < 0) {
+			reply_error(r, q->id, "EOFError", "cannot read input");
+			r->input_id = 0;
+		}
+	}
+	json_decref(body);
+}
+
+static void
+w_request(struct worker *w, const struct msg_request *q, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)w;
+	if (r->current == NULL || q->cell != r->current->n) {
+		reply_error(r, q->id, "RuntimeError",
+		    "host requests are refused once their cell is inactive");
+		return;
+	}
+	if (strcmp(q->method.ptr, "input") == 0)
+		serve_input(r, q);
+	else
+		r->ops.request(r->ctx, r->current, q);
+}
+
+/* --- death and respawn ----------------------------------------------------- */
+
+static void
+respawn_now(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->respawn_timer = 0;
+	if (worker_spawn(r->w) < 0) {
+		char why[128];
+
+		(void)snprintf(why, sizeof why, "cannot start %s: %s",
+		    r->cfg.worker.path, strerror(errno));
+		r->ops.fatal(r->ctx, why);
+	}
+}
+
+static void
+respawn(struct runner *r, int before_ready)
+{
+	uint64_t ms = 0;
+	unsigned i;
+
+	if (before_ready) {
+		ms = BACKOFF_FIRST_MS;
+		for (i = 1; i < r->start_failures && ms < BACKOFF_MAX_MS; i++)
+			ms *= 2;
+	}
+	r->respawn_timer = loop_timer(r->loop, ms, respawn_now, r);
+}
+
+static void
+describe_death(const struct worker_death *d, char *buf, size_t len)
+{
+	if (d->reason != NULL)
+		(void)snprintf(buf, len, "worker killed: %s", d->reason);
+	else if (!d->exited && d->signal == SIGSYS)
+		(void)snprintf(buf, len, "worker killed by the seccomp filter "
+		    "(signal %d, SIGSYS)", d->signal);
+	else if (!d->exited)
+		(void)snprintf(buf, len, "worker killed by signal %d (%s)",
+		    d->signal, strsignal(d->signal));
+	else
+		(void)snprintf(buf, len, "worker exited with code %d",
+		    d->code);
+}
+
+static void
+w_death(struct worker *w, const struct worker_death *d, void *ctx)
+{
+	struct runner *r = ctx;
+	struct cell *c = r->current;
+	char why[256];
+
+	(void)w;
+	describe_death(d, why, sizeof why);
+	input_stop(r);
+	r->current = NULL;
+	if (d->before_ready) {
+		r->start_failures++;
+		log_warnx("worker did not start (%s), attempt %u of %u", why,
+		    r->start_failures, r->cfg.max_start_failures);
+		if (r->start_failures >= r->cfg.max_start_failures) {
+			r->ops.fatal(r->ctx, why);
+			return;
+		}
+	} else if (c == NULL) {
+		log_warnx("worker died between cells (%s); restarting", why);
+	}
+	respawn(r, d->before_ready);
+	if (c == NULL)
+		return;
+	cells_finish_dead(c, d->reason != NULL &&
+	    strncmp(d->reason, "protocol", 8) == 0 ? KIND_PROTOCOL :
+	    KIND_CRASHED, why, d->exited ? d->code : -1,
+	    d->exited ? -1 : d->signal);
+	cells_set_rusage(c, &d->ru);
+	r->ops.finished(r->ctx, c);
+}

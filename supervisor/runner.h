@@ -1,0 +1,71 @@
+/*
+ * runner.h - runs cells one at a time in a supervised worker.
+ *
+ * Owns the worker and the cell history. The front end (agentz exec, the
+ * agent loop) hands it one cell at a time and hears back when the record
+ * is complete; the runner handles everything in between: waiting for a
+ * ready worker, output capture, the worker dying mid-cell (the record says
+ * crashed/protocol, a fresh worker is started), respawn with backoff, and
+ * a worker that cannot start at all (fatal, after a few tries).
+ * Host requests the runner does not serve itself go to the front end.
+ */
+#ifndef AGENTZ_RUNNER_H
+#define AGENTZ_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+#include "supervisor/cells.h"
+#include "supervisor/loop.h"
+#include "supervisor/workers.h"
+
+struct runner;
+
+struct runner_config {
+	struct worker_config worker;
+	size_t output_limit;		/* per cell, head + tail */
+	unsigned max_start_failures;	/* consecutive deaths before READY */
+	int input_fd;			/* for input(); -1: always EOFError */
+};
+
+struct runner_ops {
+	/* Live output of the running cell (c NULL between cells). */
+	void (*output)(void *ctx, const struct cell *c, int stream,
+	    const char *p, size_t n);
+	/* The record of c is complete. */
+	void (*finished)(void *ctx, struct cell *c);
+	/* A request the runner does not serve; answer with runner_reply. */
+	void (*request)(void *ctx, struct cell *c,
+	    const struct msg_request *r);
+	/* The worker cannot be started: the run must end. */
+	void (*fatal)(void *ctx, const char *why);
+};
+
+struct runner *runner_new(struct loop *l, const struct runner_config *c,
+    const struct runner_ops *ops, void *ctx);
+void runner_free(struct runner *r);
+
+/* Starts the first worker. 0, or -1 with errno. */
+int runner_start(struct runner *r);
+
+/*
+ * Records a new cell and runs it as soon as a worker is ready. Only one
+ * cell at a time: EBUSY while one is running. Returns the record (owned
+ * by the history), or NULL with errno.
+ */
+struct cell *runner_run(struct runner *r, const char *code, size_t len,
+    const char *summary, const char *source, int64_t generated_by);
+
+/* Answers a request forwarded through ops.request (REPLY_OK/ERROR). */
+int runner_reply(struct runner *r, uint64_t id, uint32_t status,
+    const char *body, size_t len);
+/* Streams one EVENT for a request before its REPLY. */
+int runner_event(struct runner *r, uint64_t id, const char *body,
+    size_t len);
+
+struct cells *runner_cells(struct runner *r);
+struct cell *runner_current(struct runner *r);	/* running cell or NULL */
+const struct worker *runner_worker(const struct runner *r);
+
+#endif

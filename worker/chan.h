@@ -1,0 +1,43 @@
+/*
+ * chan.h - the worker's end of the control channel.
+ *
+ * One reader thread (no GIL, SIGINT blocked) drains the channel for the
+ * worker's whole life: EXEC and SHUTDOWN go to the main thread's single
+ * slot, REPLY and EVENT go to the waiter registered under their id. So the
+ * supervisor can always write, and any number of Python threads may have
+ * a request outstanding. Writes from any thread are serialised by a mutex.
+ *
+ * A malformed frame from the supervisor, or EOF on the channel, ends the
+ * process (_exit with WEXIT_PROTOCOL / WEXIT_CHANNEL / WEXIT_OK): there is
+ * nobody left to report to.
+ */
+#ifndef AGENTZ_WORKER_CHAN_H
+#define AGENTZ_WORKER_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+
+/* Records fd and frame limit. Call once, before chan_start. */
+void chan_init(int fd, size_t max_frame);
+/* Starts the reader thread. 0, or -1 with errno. */
+int chan_start(void);
+/* Sends one frame; thread-safe. 0, or -1 with errno. */
+int chan_send(const struct msg *m);
+/*
+ * Blocks the caller until the next EXEC (returns 1, *m filled, caller
+ * msg_clears) or SHUTDOWN (returns 0).
+ */
+int chan_wait_exec(struct msg *m);
+/* Registers a waiter and returns its id (never 0). 0 / ENOMEM on failure. */
+uint64_t chan_waiter_new(void);
+/*
+ * Waits up to timeout_ms for the next REPLY or EVENT for id. 1 with *m
+ * filled (caller msg_clears), 0 on timeout, -1/ENOENT for an unknown id.
+ */
+int chan_waiter_wait(uint64_t id, int timeout_ms, struct msg *m);
+/* Forgets the waiter; later frames for id are dropped. */
+void chan_waiter_free(uint64_t id);
+
+#endif

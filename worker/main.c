@@ -1,0 +1,168 @@
+/*
+ * agentz-worker - the process that runs cells.
+ *
+ * Started by the supervisor (fork + exec, never by hand) with the control
+ * channel on fd 3, stdin on /dev/null and stdout/stderr as pipes to the
+ * supervisor. Order of set-up: signals reset, CPython initialised, seccomp
+ * applied to ourselves (before any thread exists, so every later thread
+ * inherits it), the channel reader started, READY sent. Then one cell at a
+ * time until SHUTDOWN or EOF. Exit codes are enum worker_exit (proto.h).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/proto.h"
+#include "sandbox/seccomp.h"
+#include "worker/chan.h"
+#include "worker/py.h"
+
+#define CHAN_FD 3
+
+struct wconfig {
+	enum sandbox_profile profile;
+	unsigned sandbox_flags;
+	pid_t protect_pid;
+	pid_t protect_pgid;
+	size_t max_frame;
+};
+
+static void
+usage(void)
+{
+	(void)fprintf(stderr, "usage: agentz-worker [--sandbox off|default|"
+	    "strict] [--sandbox-debug] [--protect-pid N] [--protect-pgid N] "
+	    "[--max-frame BYTES]\n(started by agentz, with the control channel "
+	    "on fd 3)\n");
+	_exit(WEXIT_USAGE);
+}
+
+static long
+num_arg(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0)
+		usage();
+	return v;
+}
+
+static void
+parse_args(int argc, char **argv, struct wconfig *c)
+{
+	int i;
+
+	c->profile = SANDBOX_DEFAULT;
+	c->sandbox_flags = 0;
+	c->protect_pid = getppid();
+	c->protect_pgid = getpgid(c->protect_pid);
+	c->max_frame = PROTO_MAX_FRAME_DEFAULT;
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--sandbox-debug") == 0)
+			c->sandbox_flags |= SANDBOX_DEBUG;
+		else if (i + 1 >= argc)
+			usage();
+		else if (strcmp(argv[i], "--sandbox") == 0) {
+			if (sandbox_profile_parse(argv[++i], &c->profile) < 0)
+				usage();
+		} else if (strcmp(argv[i], "--protect-pid") == 0)
+			c->protect_pid = (pid_t)num_arg(argv[++i]);
+		else if (strcmp(argv[i], "--protect-pgid") == 0)
+			c->protect_pgid = (pid_t)num_arg(argv[++i]);
+		else if (strcmp(argv[i], "--max-frame") == 0)
+			c->max_frame = (size_t)num_arg(argv[++i]);
+		else
+			usage();
+	}
+}
+
+/* Undo whatever dispositions and mask we inherited (SIGINT must work). */
+static void
+reset_signals(void)
+{
+	sigset_t none;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			(void)signal(sig, SIG_DFL);
+	(void)sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int
+send_ready(const char *version, const struct wconfig *c)
+{
+	char pyver[64], sbx[64];
+	struct msg m;
+	size_t n;
+
+	n = strcspn(version, " ");
+	if (n >= sizeof pyver)
+		n = sizeof pyver - 1;
+	memcpy(pyver, version, n);
+	pyver[n] = '\0';
+	(void)snprintf(sbx, sizeof sbx, "seccomp=%s%s",
+	    sandbox_profile_name(c->profile),
+	    (c->sandbox_flags & SANDBOX_DEBUG) ? ",debug" : "");
+	memset(&m, 0, sizeof m);
+	m.type = MSG_READY;
+	m.u.ready.version = PROTO_VERSION;
+	m.u.ready.pid = (uint32_t)getpid();
+	m.u.ready.python_version = (struct bytes){ pyver, strlen(pyver) };
+	m.u.ready.sandbox = (struct bytes){ sbx, strlen(sbx) };
+	return chan_send(&m);
+}
+
+static void
+serve(void)
+{
+	struct msg m, done;
+
+	while (chan_wait_exec(&m)) {
+		memset(&done, 0, sizeof done);
+		done.type = MSG_DONE;
+		py_run_cell(m.u.exec.cell, &m.u.exec.code, &done.u.done);
+		msg_clear(&m);
+		if (chan_send(&done) < 0)
+			_exit(WEXIT_CHANNEL);
+		msg_clear(&done);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	struct wconfig c;
+	struct stat st;
+	const char *version;
+
+	parse_args(argc, argv, &c);
+	if (fstat(CHAN_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		(void)fprintf(stderr, "agentz-worker: fd %d is not the control "
+		    "channel; this program is started by agentz\n", CHAN_FD);
+		return WEXIT_USAGE;
+	}
+	reset_signals();
+	if (py_init(argv[0], &version) < 0)
+		return WEXIT_PYINIT;
+	if (sandbox_seccomp_apply(c.profile, c.protect_pid, c.protect_pgid,
+	    c.sandbox_flags) < 0) {
+		(void)fprintf(stderr, "agentz-worker: seccomp profile %s: %s\n",
+		    sandbox_profile_name(c.profile), strerror(errno));
+		return WEXIT_SANDBOX;
+	}
+	chan_init(CHAN_FD, c.max_frame);
+	if (chan_start() < 0 || send_ready(version, &c) < 0)
+		return WEXIT_CHANNEL;
+	serve();
+	(void)fflush(NULL);
+	_exit(WEXIT_OK);
+}

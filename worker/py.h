@@ -1,0 +1,40 @@
+/*
+ * py.h - the worker's embedded CPython, shared by worker/py_*.c only.
+ * These files are the only users of <Python.h>; main.c sees plain C.
+ */
+#ifndef AGENTZ_WORKER_PY_H
+#define AGENTZ_WORKER_PY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+
+/*
+ * Initialises an isolated interpreter with our builtin module, loads the
+ * embedded runtime and creates the persistent namespace. Fills *version
+ * with a static "3.11.2" style string. 0, or -1 after printing the Python
+ * error to stderr.
+ */
+int py_init(const char *argv0, const char **version);
+
+/*
+ * Runs one cell in the persistent namespace. Fills out->status,
+ * exception_type and traceback (malloc'ed, caller msg_clears the DONE).
+ * Never fails: an internal error is reported as a cell error.
+ */
+void py_run_cell(uint32_t cell, const struct bytes *code,
+    struct msg_done *out);
+
+/* The embedded sources (generated at build time by scripts/embed.py). */
+struct embedded_file {
+	const char *name;
+	const char *text;
+	size_t len;
+};
+extern const struct embedded_file embedded_runtime[];
+extern const size_t embedded_runtime_count;
+extern const struct embedded_file embedded_engine[];
+extern const size_t embedded_engine_count;
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * py_init.c - bring up the embedded interpreter.
+ *
+ * Isolated configuration (no PYTHON* environment, no user site), our
+ * builtin module registered before initialisation, unbuffered stdio so a
+ * cell's output reaches the supervisor's pipes as it is written, and the
+ * runtime (the worker .py files, embedded at build time) loaded as module
+ * "agentz_runtime". Every PyStatus is checked.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdio.h>
+
+#include "worker/py.h"
+
+PyObject *PyInit__agentz(void);
+
+static int
+status_ok(PyStatus st, PyConfig *cfg)
+{
+	if (!PyStatus_Exception(st))
+		return 1;
+	(void)fprintf(stderr, "agentz-worker: python init: %s%s%s\n",
+	    st.func ? st.func : "", st.func ? ": " : "",
+	    st.err_msg ? st.err_msg : "failed");
+	PyConfig_Clear(cfg);
+	return 0;
+}
+
+static int
+config_init(PyConfig *cfg, const char *argv0)
+{
+	PyConfig_InitIsolatedConfig(cfg);
+	cfg->install_signal_handlers = 1;	/* SIGINT -> KeyboardInterrupt */
+	cfg->buffered_stdio = 0;
+	cfg->site_import = 1;			/* Debian's dist-packages */
+	cfg->user_site_directory = 0;
+	cfg->write_bytecode = 0;
+	cfg->faulthandler = 0;
+	if (!status_ok(PyConfig_SetBytesString(cfg, &cfg->program_name,
+	    argv0), cfg))
+		return -1;
+	if (!status_ok(PyConfig_SetString(cfg, &cfg->stdio_encoding,
+	    L"utf-8"), cfg))
+		return -1;
+	if (!status_ok(PyConfig_SetString(cfg, &cfg->stdio_errors,
+	    L"backslashreplace"), cfg))
+		return -1;
+	return 0;
+}
+
+/* Executes each embedded runtime file in the module agentz_runtime. */
+static int
+load_runtime(void)
+{
+	PyObject *mod, *dict, *code, *res;
+	size_t i;
+
+	mod = PyImport_AddModule("agentz_runtime");	/* borrowed */
+	if (mod == NULL)
+		return -1;
+	dict = PyModule_GetDict(mod);
+	for (i = 0; i < embedded_runtime_count; i++) {
+		code = Py_CompileString(embedded_runtime[i].text,
+		    embedded_runtime[i].name, Py_file_input);
+		if (code == NULL)
+			return -1;
+		res = PyEval_EvalCode(code, dict, dict);
+		Py_DECREF(code);
+		if (res == NULL)
+			return -1;
+		Py_DECREF(res);
+	}
+	return 0;
+}
+
+int
+py_init(const char *argv0, const char **version)
+{
+	PyConfig cfg;
+
+	if (PyImport_AppendInittab("_agentz", PyInit__agentz) < 0) {
+		(void)fprintf(stderr, "agentz-worker: inittab failed\n");
+		return -1;
+	}
+	if (config_init(&cfg, argv0) < 0)
+		return -1;
+	if (!status_ok(Py_InitializeFromConfig(&cfg), &cfg))
+		return -1;
+	PyConfig_Clear(&cfg);
+	if (load_runtime() < 0) {
+		PyErr_Print();
+		return -1;
+	}
+	*version = Py_GetVersion();
+	return 0;
+}

@@ -1,0 +1,167 @@
+/*
+ * py_module.c - the builtin module "_agentz" through which cell code talks
+ * to the supervisor.
+ *
+ *   begin(method: str, body: bytes, cell: int) -> id
+ *       sends a REQUEST frame and registers a waiter for its replies.
+ *   wait(id) -> ("reply" | "event", status: int, body: bytes)
+ *       blocks with the GIL released until the next frame for id. On the
+ *       main thread the wait is sliced so that SIGINT raises
+ *       KeyboardInterrupt in the cell instead of being held off.
+ *   end(id)
+ *       forgets the waiter; later frames for id are dropped.
+ *   engine_sources() -> {path: text}
+ *       the engine's own sources, embedded at build time.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "worker/chan.h"
+#include "worker/py.h"
+
+#define WAIT_SLICE_MS 20
+
+static pthread_t main_thread;
+
+static PyObject *
+mod_begin(PyObject *self, PyObject *args)
+{
+	const char *method, *body;
+	Py_ssize_t mlen, blen;
+	unsigned int cell;
+	struct msg m;
+	uint64_t id;
+	int rc;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "s#y#I", &method, &mlen, &body, &blen,
+	    &cell))
+		return NULL;
+	id = chan_waiter_new();
+	if (id == 0)
+		return PyErr_NoMemory();
+	memset(&m, 0, sizeof m);
+	m.type = MSG_REQUEST;
+	m.u.request.id = id;
+	m.u.request.cell = cell;
+	m.u.request.method.ptr = (char *)(uintptr_t)method;
+	m.u.request.method.len = (size_t)mlen;
+	m.u.request.body.ptr = (char *)(uintptr_t)body;
+	m.u.request.body.len = (size_t)blen;
+	Py_BEGIN_ALLOW_THREADS
+	rc = chan_send(&m);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		chan_waiter_free(id);
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	return PyLong_FromUnsignedLongLong(id);
+}
+
+static PyObject *
+frame_tuple(struct msg *m)
+{
+	PyObject *t;
+
+	if (m->type == MSG_REPLY)
+		t = Py_BuildValue("sIy#", "reply", m->u.reply.status,
+		    m->u.reply.body.ptr, (Py_ssize_t)m->u.reply.body.len);
+	else
+		t = Py_BuildValue("sIy#", "event", 0u, m->u.event.body.ptr,
+		    (Py_ssize_t)m->u.event.body.len);
+	msg_clear(m);
+	return t;
+}
+
+static PyObject *
+mod_wait(PyObject *self, PyObject *args)
+{
+	unsigned long long id;
+	struct msg m;
+	int rc, is_main, slice;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "K", &id))
+		return NULL;
+	is_main = pthread_equal(pthread_self(), main_thread);
+	slice = is_main ? WAIT_SLICE_MS : 1000;
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		rc = chan_waiter_wait(id, slice, &m);
+		Py_END_ALLOW_THREADS
+		if (rc > 0)
+			return frame_tuple(&m);
+		if (rc < 0) {
+			PyErr_Format(PyExc_ValueError,
+			    "no outstanding request with id %llu", id);
+			return NULL;
+		}
+		if (is_main && PyErr_CheckSignals() < 0)
+			return NULL;
+	}
+}
+
+static PyObject *
+mod_end(PyObject *self, PyObject *args)
+{
+	unsigned long long id;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "K", &id))
+		return NULL;
+	chan_waiter_free(id);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_engine_sources(PyObject *self, PyObject *noargs)
+{
+	PyObject *d, *s;
+	size_t i;
+
+	(void)self;
+	(void)noargs;
+	d = PyDict_New();
+	if (d == NULL)
+		return NULL;
+	for (i = 0; i < embedded_engine_count; i++) {
+		s = PyUnicode_DecodeUTF8(embedded_engine[i].text,
+		    (Py_ssize_t)embedded_engine[i].len, "replace");
+		if (s == NULL || PyDict_SetItemString(d,
+		    embedded_engine[i].name, s) < 0) {
+			Py_XDECREF(s);
+			Py_DECREF(d);
+			return NULL;
+		}
+		Py_DECREF(s);
+	}
+	return d;
+}
+
+static PyMethodDef mod_methods[] = {
+	{"begin", mod_begin, METH_VARARGS, "Send a request to the supervisor."},
+	{"wait", mod_wait, METH_VARARGS, "Wait for the next reply or event."},
+	{"end", mod_end, METH_VARARGS, "Forget a request."},
+	{"engine_sources", mod_engine_sources, METH_NOARGS,
+	    "The engine's sources, embedded at build time."},
+	{NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef mod_def = {
+	PyModuleDef_HEAD_INIT, "_agentz",
+	"Host interface of the agentz worker.", -1, mod_methods,
+	NULL, NULL, NULL, NULL
+};
+
+PyObject *PyInit__agentz(void);
+
+PyObject *
+PyInit__agentz(void)
+{
+	main_thread = pthread_self();
+	return PyModule_Create(&mod_def);
+}

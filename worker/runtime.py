@@ -1,0 +1,174 @@
+"""agentz worker runtime: runs cells in one persistent namespace.
+
+Embedded into agentz-worker at build time and executed as the module
+``agentz_runtime``. The C side calls ``run_cell(n, code)`` for every EXEC
+frame and sends the returned (status, exception_type, traceback) as DONE.
+Everything the cell needs from outside the namespace goes through the
+builtin module ``_agentz`` as a request to the supervisor.
+
+Start-up time is the worker's spawn-to-ready time, so heavy modules (json
+pulls in re, asyncio takes ~40 ms) are imported where first needed.
+"""
+import _ast
+import builtins
+import linecache
+import sys
+
+import _agentz
+
+DONE_OK, DONE_ERROR, DONE_INTERRUPTED, DONE_EXITED = 0, 1, 2, 3
+
+NAMESPACE = {"__name__": "__main__", "__builtins__": builtins}
+sys.modules["__main__"].__dict__.update(NAMESPACE)
+NAMESPACE = sys.modules["__main__"].__dict__
+
+# asyncio costs ~40 ms to import: it is loaded by the first cell that needs
+# it, and the loop made then persists for the worker's life.
+_loop = None
+_current_cell = -1
+_CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+
+
+def event_loop():
+    """The worker's persistent asyncio event loop (created on first use)."""
+    global _loop
+    if _loop is None:
+        import asyncio
+        _loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(_loop)
+    return _loop
+
+
+class AgentQuit(BaseException):
+    """Raised by quit(): the cell is `exited` and the run ends normally."""
+
+
+class HostError(Exception):
+    """The supervisor refused or failed a host request."""
+
+
+_ERROR_TYPES = {
+    "EOFError": EOFError,
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "ValueError": ValueError,
+    "TypeError": TypeError,
+    "RuntimeError": RuntimeError,
+    "TimeoutError": TimeoutError,
+    "PermissionError": PermissionError,
+}
+
+
+def _raise_reply_error(body):
+    import json
+    try:
+        err = json.loads(body)
+        kind, message = err.get("type", "HostError"), err.get("message", "")
+    except (ValueError, AttributeError):
+        kind, message = "HostError", body.decode("utf-8", "replace")
+    raise _ERROR_TYPES.get(kind, HostError)(message)
+
+
+def host_request(method, payload, cell=None):
+    """Send one request to the supervisor and return the reply body (bytes).
+
+    Blocks only the calling thread (the GIL is released); several requests
+    may be outstanding at once from threads or asyncio tasks.
+    """
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8", "surrogateescape")
+    rid = _agentz.begin(method, payload, _current_cell if cell is None else cell)
+    try:
+        while True:
+            kind, status, body = _agentz.wait(rid)
+            if kind == "reply":
+                if status != 0:
+                    _raise_reply_error(body)
+                return body
+    finally:
+        _agentz.end(rid)
+
+
+async def host_request_async(method, payload, cell=None):
+    """host_request for asyncio code: waits in a thread, not on the loop."""
+    import asyncio
+    cell = _current_cell if cell is None else cell
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, host_request, method, payload, cell)
+
+
+def _input(prompt=""):
+    """input() through the supervisor's terminal (EOFError when it has none)."""
+    import json
+    sys.stdout.flush()
+    body = host_request("input", json.dumps({"prompt": str(prompt)}))
+    return body.decode("utf-8", "replace")
+
+
+def _cell_traceback(exc):
+    """Format exc without the runtime's own frames (the cell's only)."""
+    import traceback
+    tb = exc.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) or tb is None:
+        lines = traceback.format_exception_only(type(exc), exc)
+        if not isinstance(exc, SyntaxError):
+            lines = ["Traceback (most recent call last):\n"] + lines
+        return "".join(lines)
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:  # a cell may have replaced or closed them
+            pass
+
+
+def _run(code):
+    if code.co_flags & _CO_COROUTINE:
+        loop = event_loop()
+        task = loop.create_task(eval(code, NAMESPACE))
+        try:
+            loop.run_until_complete(task)
+        except BaseException:
+            task.cancel()
+            raise
+    else:
+        exec(code, NAMESPACE)
+
+
+def _prepare(n):
+    builtins.input = _input
+    NAMESPACE["input"] = _input
+    for hook in _CELL_HOOKS:
+        hook(n)
+
+
+_CELL_HOOKS = []
+
+
+def run_cell(n, source):
+    """Run cell n (source: bytes). Returns (status, exception_type, traceback)."""
+    global _current_cell
+    _current_cell = n
+    name = f"<cell-{n}>"
+    text = source.decode("utf-8", "replace")
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    status, etype, tb = DONE_OK, None, None
+    try:
+        _prepare(n)
+        code = compile(source, name, "exec",
+                       flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        _run(code)
+    except AgentQuit:
+        status = DONE_EXITED
+    except (KeyboardInterrupt, SystemExit) as e:
+        status, etype, tb = DONE_INTERRUPTED, type(e).__name__, _cell_traceback(e)
+    except BaseException as e:
+        status, etype, tb = DONE_ERROR, type(e).__name__, _cell_traceback(e)
+    finally:
+        _current_cell = -1
+        _flush()
+    return status, etype, tb
