@@ -1,0 +1,183 @@
+/*
+ * pingpong - the floor for any two-process round trip on this machine.
+ *
+ * A parent and a forked child bounce a 64-byte message over a pair of
+ * pipes. Each round trip (write, child reads and writes back, parent
+ * reads) is timed on its own with CLOCK_MONOTONIC; the first WARMUP are
+ * dropped. Prints one line of JSON:
+ *   {"mode":"none","n":N,"bytes":64,"median_us":M,"p90_us":P,"min_us":L}
+ *
+ *   pingpong [ROUNDS [same|cross]]    default 20000, unpinned
+ *
+ * "same" pins both processes to the first allowed CPU, "cross" puts them on
+ * the first two: on a small VM the unpinned figure swings between the two
+ * depending on where the scheduler wakes the peer.
+ *
+ * Built by bench/run.py with cc -O2; not part of the agentz build.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MSG 64
+#define WARMUP 500
+
+static int full_write(int fd, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* 0 on success, 1 on EOF, -1 on error. */
+static int full_read(int fd, char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = read(fd, buf, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			return 1;
+		buf += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Pin the calling process to the idx-th CPU it may run on. */
+static int pin_nth(int idx)
+{
+	cpu_set_t allowed, one;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
+		return -1;
+	for (int c = 0, seen = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, &allowed))
+			continue;
+		if (seen++ == idx) {
+			CPU_ZERO(&one);
+			CPU_SET(c, &one);
+			return sched_setaffinity(0, sizeof one, &one);
+		}
+	}
+	errno = ESRCH;
+	return -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	long rounds = argc > 1 ? strtol(argv[1], NULL, 10) : 20000;
+	if (rounds < 1 || rounds > 10000000) {
+		fprintf(stderr, "pingpong: bad round count\n");
+		return 2;
+	}
+	const char *mode = argc > 2 ? argv[2] : "none";
+	int pin_parent = -1, pin_child = -1;
+	if (strcmp(mode, "same") == 0) {
+		pin_parent = pin_child = 0;
+	} else if (strcmp(mode, "cross") == 0) {
+		pin_parent = 0;
+		pin_child = 1;
+	} else if (strcmp(mode, "none") != 0) {
+		fprintf(stderr, "pingpong: mode is same, cross or none\n");
+		return 2;
+	}
+	long total = rounds + WARMUP;
+	int to_child[2], to_parent[2];
+	if (pipe(to_child) < 0 || pipe(to_parent) < 0) {
+		perror("pipe");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	char buf[MSG];
+	if (pid == 0) {
+		if (pin_child >= 0 && pin_nth(pin_child) < 0) {
+			perror("pingpong: pin child");
+			_exit(1);
+		}
+		close(to_child[1]);
+		close(to_parent[0]);
+		for (;;) {
+			int r = full_read(to_child[0], buf, MSG);
+			if (r != 0)
+				_exit(r < 0);
+			if (full_write(to_parent[1], buf, MSG) < 0)
+				_exit(1);
+		}
+	}
+	close(to_child[0]);
+	close(to_parent[1]);
+	if (pin_parent >= 0 && pin_nth(pin_parent) < 0) {
+		perror("pingpong: pin parent");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return 1;
+	}
+
+	double *t = malloc((size_t)total * sizeof *t);
+	if (!t) {
+		perror("malloc");
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	memset(buf, 'x', MSG);
+	int rc = 0;
+	for (long i = 0; i < total; i++) {
+		double t0 = now_us();
+		if (full_write(to_child[1], buf, MSG) < 0 ||
+		    full_read(to_parent[0], buf, MSG) != 0) {
+			perror("pingpong");
+			rc = 1;
+			break;
+		}
+		t[i] = now_us() - t0;
+	}
+	close(to_child[1]);
+	waitpid(pid, NULL, 0);
+	if (rc) {
+		free(t);
+		return rc;
+	}
+	double *s = t + WARMUP;
+	qsort(s, (size_t)rounds, sizeof *s, cmp_double);
+	printf("{\"mode\":\"%s\",\"n\":%ld,\"bytes\":%d,\"median_us\":%.3f,"
+	       "\"p90_us\":%.3f,\"min_us\":%.3f}\n",
+	       mode, rounds, MSG, s[rounds / 2], s[(rounds * 9) / 10], s[0]);
+	free(t);
+	return 0;
+}
