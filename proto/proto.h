@@ -67,6 +67,17 @@ enum worker_exit {
 	WEXIT_EXEC = 127	/* execve of agentz-worker failed (child side) */
 };
 
+/*
+ * The worker's fd layout: 0 /dev/null, 1-2 output pipes, 3 the control
+ * channel, 4 the write end of the stack-dump pipe. The supervisor sends
+ * SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET before a kill; the worker's
+ * faulthandler then writes every thread's stack to fd 4 (from the signal
+ * handler, so it works while a thread sits in C code).
+ */
+#define WORKER_CHAN_FD 3
+#define WORKER_DUMP_FD 4
+#define WORKER_DUMP_SIGNAL_OFFSET 3
+
 /* DONE.status, on the wire. */
 enum done_status {
 	DONE_OK = 0,		/* ran to the end */

@@ -27,6 +27,7 @@ cell_free(struct cell *c)
 	free(c->exception_type);
 	free(c->traceback);
 	free(c->detail);
+	free(c->stack);
 	capture_clear(&c->out);
 	free(c);
 }
@@ -115,9 +116,17 @@ cells_finish_dead(struct cell *c, enum cell_kind kind, const char *detail,
 	finish_time(c);
 	c->status = CELL_ERROR;
 	c->kind = kind;
+	c->namespace_lost = 1;
 	c->detail = dup_or_null(detail);
 	c->exit_code = exit_code;
 	c->term_signal = term_signal;
+}
+
+void
+cells_set_detail(struct cell *c, const char *detail)
+{
+	free(c->detail);
+	c->detail = dup_or_null(detail);
 }
 
 void
@@ -233,5 +242,14 @@ cells_json(const struct cell *c)
 	    jint_or_null(c->maxrss_kb > 0 ? c->maxrss_kb : -1));
 	(void)json_object_set_new(o, "cpu_us", c->cpu_us > 0 ?
 	    json_integer((json_int_t)c->cpu_us) : json_null());
+	(void)json_object_set_new(o, "memory_peak", c->memory_peak > 0 ?
+	    json_integer((json_int_t)c->memory_peak) : json_null());
+	(void)json_object_set_new(o, "namespace", c->status == CELL_RUNNING ?
+	    json_null() : json_string(c->namespace_lost ? "lost" : "kept"));
+	(void)json_object_set_new(o, "stack", jcstr(c->stack));
+	if (c->timeout_stage != NULL)
+		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f}",
+		    "stage", c->timeout_stage, "deadline_to_ready_ms",
+		    c->deadline_to_ready_ms));
 	return o;
 }

@@ -55,6 +55,12 @@ struct cell {
 	int exit_code, term_signal;	/* -1: not applicable */
 	long maxrss_kb;
 	uint64_t cpu_us;
+	uint64_t memory_peak;		/* cgroup peak, bytes (0: unknown) */
+	/* limits */
+	const char *timeout_stage;	/* NULL, "interrupted" or "killed" */
+	double deadline_to_ready_ms;	/* deadline -> DONE or fresh worker */
+	char *stack;			/* every thread's stack at the kill */
+	int namespace_lost;		/* the worker died: state is gone */
 };
 
 struct cells {
@@ -78,6 +84,8 @@ void cells_finish_done(struct cell *c, const struct msg_done *d);
 /* Fills the outputs of a cell whose worker died; detail is a copied text. */
 void cells_finish_dead(struct cell *c, enum cell_kind kind,
     const char *detail, int exit_code, int term_signal);
+/* Replaces c->detail with a copy of detail. */
+void cells_set_detail(struct cell *c, const char *detail);
 /* Accounting from the worker's rusage (when it was reaped). */
 void cells_set_rusage(struct cell *c, const struct rusage *ru);
 

@@ -184,6 +184,9 @@ defaults(struct config *c)
 	c->cell_timeout = 3600;
 	c->grace = 3;
 	c->memory_limit = (uint64_t)4 << 30;
+	c->pids_limit = 1024;
+	c->nofile_limit = 1024;
+	c->fsize_limit = (uint64_t)16 << 30;
 }
 
 int

@@ -25,6 +25,9 @@ struct config {
 	double cell_timeout;		/* seconds */
 	double grace;			/* seconds */
 	uint64_t memory_limit;		/* bytes, 0 = none */
+	unsigned pids_limit;		/* tasks in the worker's tree */
+	unsigned nofile_limit;		/* open files per process */
+	uint64_t fsize_limit;		/* largest file a cell may write */
 	const char **pass_env;		/* NULL-terminated */
 	size_t npass_env;
 	/* operands after the options */

@@ -193,11 +193,11 @@ print_json(struct exec_run *x, const struct cell *c)
 	json_t *wj;
 	char *s;
 
-	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:[s]}",
+	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:s}",
 	    "pid", (int)c->worker_pid, "generation", (int)c->worker_gen,
 	    "spawn_ready_us", (json_int_t)worker_spawn_ready_us(w),
 	    "python", worker_python_version(w), "sandbox", worker_sandbox(w),
-	    "containment", "process-group");
+	    "containment", runner_containment(x->runner));
 	(void)json_object_set_new(o, "worker", wj);
 	s = json_dumps(o, JSON_COMPACT);
 	if (s != NULL) {
@@ -287,6 +287,10 @@ x_signal(int signo, void *ctx)
 {
 	struct exec_run *x = ctx;
 
+	if (signo == SIGCHLD) {
+		runner_reap_orphans(x->runner);
+		return;
+	}
 	log_warnx("exec: %s, stopping", strsignal(signo));
 	loop_stop(x->loop, signo == SIGINT ? EXIT_SIGINT : 128 + signo);
 }
@@ -327,6 +331,18 @@ runner_config_from(const struct config *c, const char *wpath, int input_fd,
 	rc->worker.max_frame = c->max_frame;
 	rc->worker.pass_env = c->pass_env;
 	rc->worker.ready_timeout_ms = 30000;
+	rc->worker.pidns = 1;
+	rc->worker.data_limit = c->memory_limit;
+	/* The cgroup ceiling sits above RLIMIT_DATA so that a big
+	 * allocation is a MemoryError first and an OOM kill only for what
+	 * RLIMIT_DATA does not count (shared memory, subprocesses). */
+	rc->worker.limits.memory = c->memory_limit > 0 ? c->memory_limit +
+	    c->memory_limit / 8 + (64u << 20) : 0;
+	rc->worker.limits.pids = c->pids_limit;
+	rc->worker.limits.nofile = c->nofile_limit;
+	rc->worker.limits.fsize = c->fsize_limit;
+	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
+	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
 	rc->output_limit = c->output_limit;
 	rc->max_start_failures = 5;
 	rc->input_fd = input_fd;

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "supervisor/config.h"
 #include "proto/proto.h"
+#include "sandbox/contain.h"
 #include "supervisor/exec.h"
 
 static void
@@ -31,6 +32,8 @@ main(int argc, char **argv)
 	log_init("agentz", 0);
 	/* Nothing we start may read our memory or /proc/<pid>/environ. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
+	/* Orphans of the worker's tree come to us, to be swept. */
+	(void)contain_subreaper();
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;

@@ -15,9 +15,11 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "supervisor/procstat.h"
 
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
+#define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL */
 
 struct runner {
 	struct loop *loop;
@@ -25,11 +27,18 @@ struct runner {
 	struct runner_ops ops;
 	void *ctx;
 	struct worker *w;
+	struct contain *contain;
 	struct cells cells;
 	struct cell *current;	/* running in the worker */
 	struct cell *pending;	/* recorded, waiting for a ready worker */
 	unsigned start_failures;
 	uint64_t respawn_timer;
+	/* the running cell's deadline */
+	uint64_t deadline_timer, stage_timer;
+	uint64_t deadline_us;
+	uint64_t cpu0_us;
+	/* a cell whose worker died, finished once a fresh one is ready */
+	struct cell *dead;
 	/* input() */
 	uint64_t input_id;	/* 0: none waiting */
 	int input_eof;
@@ -44,6 +53,9 @@ static void w_request(struct worker *w, const struct msg_request *r,
     void *ctx);
 static void w_death(struct worker *w, const struct worker_death *d,
     void *ctx);
+
+static void cancel_deadline(struct runner *r);
+static void finish_dead(struct runner *r);
 
 static const struct worker_ops runner_worker_ops = {
 	w_ready, w_output, w_done, w_request, w_death
@@ -63,8 +75,12 @@ runner_new(struct loop *l, const struct runner_config *c,
 	r->ctx = ctx;
 	cells_init(&r->cells, c->output_limit);
 	buf_init(&r->inbuf);
-	r->w = worker_new(l, &c->worker, &runner_worker_ops, r);
+	r->contain = contain_new(&c->worker.limits);
+	r->cfg.worker.contain = r->contain;
+	r->w = r->contain != NULL ? worker_new(l, &r->cfg.worker,
+	    &runner_worker_ops, r) : NULL;
 	if (r->w == NULL) {
+		contain_free(r->contain);
 		free(r);
 		return NULL;
 	}
@@ -78,6 +94,8 @@ runner_free(struct runner *r)
 		return;
 	worker_free(r->w);
 	loop_timer_cancel(r->loop, r->respawn_timer);
+	cancel_deadline(r);
+	contain_free(r->contain);
 	if (r->cfg.input_fd >= 0)
 		loop_unwatch(r->loop, r->cfg.input_fd);
 	cells_clear(&r->cells);
@@ -109,6 +127,28 @@ runner_worker(const struct runner *r)
 	return r->w;
 }
 
+const char *
+runner_containment(const struct runner *r)
+{
+	return contain_mechanisms(r->contain);
+}
+
+void
+runner_reap_orphans(struct runner *r)
+{
+	(void)contain_reap(worker_pid(r->w));
+}
+
+static void on_deadline(struct loop *l, void *ctx);
+
+static void
+cancel_deadline(struct runner *r)
+{
+	loop_timer_cancel(r->loop, r->deadline_timer);
+	loop_timer_cancel(r->loop, r->stage_timer);
+	r->deadline_timer = r->stage_timer = 0;
+}
+
 static void
 dispatch_pending(struct runner *r)
 {
@@ -122,8 +162,77 @@ dispatch_pending(struct runner *r)
 	c->t0_us = loop_now_us();
 	c->worker_pid = worker_pid(r->w);
 	c->worker_gen = worker_generation(r->w);
+	(void)procstat_reset_peak(c->worker_pid);
+	{
+		long kb;
+
+		if (procstat_sample(c->worker_pid, &kb, &r->cpu0_us) < 0)
+			r->cpu0_us = 0;
+	}
+	if (r->cfg.cell_timeout_ms > 0)
+		r->deadline_timer = loop_timer(r->loop, r->cfg.cell_timeout_ms,
+		    on_deadline, r);
 	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
 		worker_kill(r->w, "cannot send the cell to the worker");
+}
+
+/* --- the deadline: interrupt, grace, stack dump, kill ------------------- */
+
+static void
+on_kill(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->stage_timer = 0;
+	worker_kill(r->w, NULL);
+}
+
+static void
+on_grace(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	if (r->current == NULL)
+		return;
+	r->current->timeout_stage = "killed";
+	if (worker_dump_stacks(r->w) < 0) {
+		on_kill(l, r);
+		return;
+	}
+	r->stage_timer = loop_timer(r->loop, DUMP_WAIT_MS, on_kill, r);
+}
+
+static void
+on_deadline(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->deadline_timer = 0;
+	if (r->current == NULL)
+		return;
+	r->deadline_us = loop_now_us();
+	r->current->timeout_stage = "interrupted";
+	(void)worker_interrupt(r->w);
+	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
+}
+
+static void
+timeout_detail(struct runner *r, struct cell *c)
+{
+	char d[256];
+	int killed = strcmp(c->timeout_stage, "killed") == 0;
+
+	(void)snprintf(d, sizeof d, "the cell exceeded its %.3g s timeout: %s",
+	    (double)r->cfg.cell_timeout_ms / 1000.0, killed ?
+	    "it ignored the interrupt, so after the grace period its whole "
+	    "process tree was killed; the namespace was lost" :
+	    "interrupted (KeyboardInterrupt); the namespace was kept");
+	cells_set_detail(c, d);
+	c->status = CELL_ERROR;
+	c->kind = KIND_TIMEOUT;
 }
 
 struct cell *
@@ -169,6 +278,7 @@ w_ready(struct worker *w, void *ctx)
 	    (unsigned long long)worker_spawn_ready_us(w),
 	    worker_python_version(w), worker_sandbox(w));
 	r->start_failures = 0;
+	finish_dead(r);
 	dispatch_pending(r);
 }
 
@@ -191,10 +301,22 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 	struct runner *r = ctx;
 	struct cell *c = r->current;
 
-	(void)w;
+	long kb;
+	uint64_t cpu;
+
 	input_stop(r);
+	cancel_deadline(r);
 	r->current = NULL;
 	cells_finish_done(c, d);
+	if (procstat_sample(worker_pid(w), &kb, &cpu) == 0) {
+		c->maxrss_kb = kb;
+		c->cpu_us = cpu - r->cpu0_us;
+	}
+	if (c->timeout_stage != NULL) {
+		c->deadline_to_ready_ms = (double)(loop_now_us() -
+		    r->deadline_us) / 1000.0;
+		timeout_detail(r, c);
+	}
 	r->ops.finished(r->ctx, c);
 }
 
@@ -316,6 +438,7 @@ respawn_now(struct loop *l, void *ctx)
 
 		(void)snprintf(why, sizeof why, "cannot start %s: %s",
 		    r->cfg.worker.path, strerror(errno));
+		finish_dead(r);
 		r->ops.fatal(r->ctx, why);
 	}
 }
@@ -350,6 +473,63 @@ describe_death(const struct worker_death *d, char *buf, size_t len)
 		    d->code);
 }
 
+/* Kind and detail of a cell whose worker died under it. */
+static enum cell_kind
+classify_death(struct runner *r, struct cell *c, const struct worker_death *d,
+    char *why, size_t len)
+{
+	char how[256];
+
+	if (c->timeout_stage != NULL && d->reason == NULL) {
+		timeout_detail(r, c);
+		(void)snprintf(why, len, "%s", c->detail);
+		return KIND_TIMEOUT;
+	}
+	describe_death(d, how, sizeof how);
+	(void)snprintf(why, len, "%s", how);
+	if (d->cg.oom_kills > 0) {
+		(void)snprintf(why, len, "out of memory: the worker reached its "
+		    "memory ceiling (peak %llu MiB) and was killed; %s",
+		    (unsigned long long)(d->cg.memory_peak >> 20), how);
+		return KIND_MEMORY;
+	}
+	if (d->reason != NULL && strncmp(d->reason, "protocol", 8) == 0)
+		return KIND_PROTOCOL;
+	return KIND_CRASHED;
+}
+
+/* Completes the record of a cell whose worker died (fresh worker ready). */
+static void
+finish_dead(struct runner *r)
+{
+	struct cell *c = r->dead;
+
+	if (c == NULL)
+		return;
+	r->dead = NULL;
+	if (c->timeout_stage != NULL)
+		c->deadline_to_ready_ms = (double)(loop_now_us() -
+		    r->deadline_us) / 1000.0;
+	r->ops.finished(r->ctx, c);
+}
+
+static void
+record_death(struct runner *r, struct cell *c, const struct worker_death *d)
+{
+	char why[512];
+	enum cell_kind kind = classify_death(r, c, d, why, sizeof why);
+
+	cells_finish_dead(c, kind, why, d->exited ? d->code : -1,
+	    d->exited ? -1 : d->signal);
+	if (c->timeout_stage != NULL)
+		c->kind = KIND_TIMEOUT;
+	cells_set_rusage(c, &d->ru);
+	c->memory_peak = d->cg.memory_peak;
+	if (d->stack != NULL)
+		c->stack = strdup(d->stack);
+	r->dead = c;
+}
+
 static void
 w_death(struct worker *w, const struct worker_death *d, void *ctx)
 {
@@ -360,12 +540,16 @@ w_death(struct worker *w, const struct worker_death *d, void *ctx)
 	(void)w;
 	describe_death(d, why, sizeof why);
 	input_stop(r);
+	cancel_deadline(r);
 	r->current = NULL;
+	if (c != NULL)
+		record_death(r, c, d);
 	if (d->before_ready) {
 		r->start_failures++;
 		log_warnx("worker did not start (%s), attempt %u of %u", why,
 		    r->start_failures, r->cfg.max_start_failures);
 		if (r->start_failures >= r->cfg.max_start_failures) {
+			finish_dead(r);
 			r->ops.fatal(r->ctx, why);
 			return;
 		}
@@ -373,12 +557,4 @@ w_death(struct worker *w, const struct worker_death *d, void *ctx)
 		log_warnx("worker died between cells (%s); restarting", why);
 	}
 	respawn(r, d->before_ready);
-	if (c == NULL)
-		return;
-	cells_finish_dead(c, d->reason != NULL &&
-	    strncmp(d->reason, "protocol", 8) == 0 ? KIND_PROTOCOL :
-	    KIND_CRASHED, why, d->exited ? d->code : -1,
-	    d->exited ? -1 : d->signal);
-	cells_set_rusage(c, &d->ru);
-	r->ops.finished(r->ctx, c);
 }

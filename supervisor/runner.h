@@ -5,8 +5,12 @@
  * agent loop) hands it one cell at a time and hears back when the record
  * is complete; the runner handles everything in between: waiting for a
  * ready worker, output capture, the worker dying mid-cell (the record says
- * crashed/protocol, a fresh worker is started), respawn with backoff, and
- * a worker that cannot start at all (fatal, after a few tries).
+ * crashed/protocol/memory, a fresh worker is started), respawn with
+ * backoff, a worker that cannot start at all (fatal, after a few tries),
+ * and the escalating per-cell deadline: SIGINT (KeyboardInterrupt) at the
+ * deadline, then after the grace period a faulthandler dump of every
+ * thread's stack and SIGKILL of the whole worker tree. The record of a
+ * cell whose worker died is completed once a fresh worker is ready.
  * Host requests the runner does not serve itself go to the front end.
  */
 #ifndef AGENTZ_RUNNER_H
@@ -27,6 +31,8 @@ struct runner_config {
 	size_t output_limit;		/* per cell, head + tail */
 	unsigned max_start_failures;	/* consecutive deaths before READY */
 	int input_fd;			/* for input(); -1: always EOFError */
+	uint64_t cell_timeout_ms;	/* wall clock per cell, 0 = none */
+	uint64_t grace_ms;		/* interrupt -> stack dump + kill */
 };
 
 struct runner_ops {
@@ -67,5 +73,9 @@ int runner_event(struct runner *r, uint64_t id, const char *body,
 struct cells *runner_cells(struct runner *r);
 struct cell *runner_current(struct runner *r);	/* running cell or NULL */
 const struct worker *runner_worker(const struct runner *r);
+/* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */
+const char *runner_containment(const struct runner *r);
+/* Reaps exited orphans reparented to us (call on SIGCHLD). */
+void runner_reap_orphans(struct runner *r);
 
 #endif

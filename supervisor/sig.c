@@ -35,6 +35,7 @@ sig_setup(struct loop *l, sig_fn *fn, void *ctx)
 	(void)sigaddset(&set, SIGINT);
 	(void)sigaddset(&set, SIGTERM);
 	(void)sigaddset(&set, SIGHUP);
+	(void)sigaddset(&set, SIGCHLD);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
 		return -1;
 	fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

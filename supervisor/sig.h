@@ -1,6 +1,7 @@
 /*
- * sig.h - process signals as loop events: SIGINT, SIGTERM and SIGHUP are
- * blocked and read from a signalfd; SIGPIPE is ignored (a dead worker's
+ * sig.h - process signals as loop events: SIGINT, SIGTERM, SIGHUP and
+ * SIGCHLD (orphans reparented to us, the subreaper) are blocked and read
+ * from a signalfd; SIGPIPE is ignored (a dead worker's
  * channel is an EPIPE, not a death).
  */
 #ifndef AGENTZ_SIG_H

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -29,7 +30,8 @@
 #include "supervisor/secrets.h"
 
 #define READ_CHUNK 65536
-#define MAX_ARGS 16
+#define MAX_ARGS 20
+#define STACK_MAX 65536
 #define MAX_ENV 256
 
 struct worker {
@@ -39,9 +41,11 @@ struct worker {
 	void *ctx;
 	enum worker_state state;
 	pid_t pid;
-	int pidfd, chan, out, err;
+	int pidfd, chan, out, err, dump;
+	int pidns_state;	/* 0 untried, 1 works, -1 refused */
 	struct frame_rx rx;
 	struct buf outq;
+	struct buf stack;	/* faulthandler dump (bounded) */
 	unsigned generation;
 	uint64_t spawned_us, ready_us;
 	uint64_t ready_timer;
@@ -75,8 +79,9 @@ worker_new(struct loop *l, const struct worker_config *c,
 	w->cfg = *c;
 	w->ops = *ops;
 	w->ctx = ctx;
-	w->pidfd = w->chan = w->out = w->err = -1;
+	w->pidfd = w->chan = w->out = w->err = w->dump = -1;
 	buf_init(&w->outq);
+	buf_init(&w->stack);
 	frame_rx_init(&w->rx, c->max_frame);
 	return w;
 }
@@ -152,65 +157,83 @@ build_env(const struct worker *w, char **envp)
 	envp[n] = NULL;
 }
 
+struct spawn_args {
+	char *argv[MAX_ARGS];
+	char *envp[MAX_ENV];
+	char num[4][24];
+	int fds[5];		/* chan, out, err, dump, sync (child ends) */
+	pid_t parent;
+	int pidns;
+	struct contain_limits lim;
+	const char *path;
+};
+
 static void
-build_argv(const struct worker *w, char **argv, char *pidbuf, char *pgbuf,
-    char *framebuf)
+build_argv(const struct worker *w, struct spawn_args *a)
 {
 	size_t n = 0;
 
-	(void)snprintf(pidbuf, 24, "%ld", (long)getpid());
-	(void)snprintf(pgbuf, 24, "%ld", (long)getpgrp());
-	(void)snprintf(framebuf, 24, "%zu", w->cfg.max_frame);
-	argv[n++] = (char *)(uintptr_t)"agentz-worker";
-	argv[n++] = (char *)(uintptr_t)"--sandbox";
-	argv[n++] = (char *)(uintptr_t)w->cfg.sandbox;
-	argv[n++] = (char *)(uintptr_t)"--protect-pid";
-	argv[n++] = pidbuf;
-	argv[n++] = (char *)(uintptr_t)"--protect-pgid";
-	argv[n++] = pgbuf;
-	argv[n++] = (char *)(uintptr_t)"--max-frame";
-	argv[n++] = framebuf;
+	(void)snprintf(a->num[0], 24, "%ld", (long)getpid());
+	(void)snprintf(a->num[1], 24, "%ld", (long)getpgrp());
+	(void)snprintf(a->num[2], 24, "%zu", w->cfg.max_frame);
+	(void)snprintf(a->num[3], 24, "%llu",
+	    (unsigned long long)w->cfg.data_limit);
+	a->argv[n++] = (char *)(uintptr_t)"agentz-worker";
+	a->argv[n++] = (char *)(uintptr_t)"--sandbox";
+	a->argv[n++] = (char *)(uintptr_t)w->cfg.sandbox;
+	a->argv[n++] = (char *)(uintptr_t)"--protect-pid";
+	a->argv[n++] = a->num[0];
+	a->argv[n++] = (char *)(uintptr_t)"--protect-pgid";
+	a->argv[n++] = a->num[1];
+	a->argv[n++] = (char *)(uintptr_t)"--max-frame";
+	a->argv[n++] = a->num[2];
+	a->argv[n++] = (char *)(uintptr_t)"--memory-limit";
+	a->argv[n++] = a->num[3];
 	if (w->cfg.sandbox_debug)
-		argv[n++] = (char *)(uintptr_t)"--sandbox-debug";
-	argv[n] = NULL;
+		a->argv[n++] = (char *)(uintptr_t)"--sandbox-debug";
+	a->argv[n] = NULL;
 }
 
-/* Child side: async-signal-safe calls only. Never returns. */
-static void
-child(const char *path, char **argv, char **envp, int chan, int out,
-    int err, pid_t parent)
+/* Child: park the fds above 9, then place them at 0-4. */
+static int
+child_fds(const int *fds)
 {
-	int fds[3], nul, i;
+	int hi[4], nul, i;
 
-	(void)setsid();
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(WEXIT_EXEC);
-	/* Park the three fds above 9 so the dup2s below cannot clobber. */
-	fds[0] = fcntl(chan, F_DUPFD_CLOEXEC, 10);
-	fds[1] = fcntl(out, F_DUPFD_CLOEXEC, 10);
-	fds[2] = fcntl(err, F_DUPFD_CLOEXEC, 10);
+	for (i = 0; i < 4; i++)
+		if ((hi[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+			return -1;
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || nul < 0 ||
-	    dup2(nul, 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0 ||
-	    dup2(fds[0], 3) < 0)
+	if (nul < 0 || dup2(nul, 0) < 0 || dup2(hi[1], 1) < 0 ||
+	    dup2(hi[2], 2) < 0 || dup2(hi[0], WORKER_CHAN_FD) < 0 ||
+	    dup2(hi[3], WORKER_DUMP_FD) < 0)
+		return -1;
+	return (int)syscall(SYS_close_range, WORKER_DUMP_FD + 1, ~0u, 0u);
+}
+
+/*
+ * Child side, async-signal-safe calls only; never returns. Waits for the
+ * parent's go byte (it has put us in our cgroup by then; EOF means the
+ * parent died before, and PDEATHSIG covers it dying after).
+ */
+static void
+child(const struct spawn_args *a)
+{
+	char go;
+	int i;
+
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(a->fds[4], &go, 1) != 1)
 		_exit(WEXIT_EXEC);
-	(void)syscall(SYS_close_range, 4u, ~0u, 0u);
+	(void)setsid();
+	if (child_fds(a->fds) < 0 || contain_child_rlimits(&a->lim) < 0 ||
+	    contain_child_drop_caps() < 0)
+		_exit(WEXIT_EXEC);
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
-	execve(path, argv, envp);
+	execve(a->path, a->argv, a->envp);
 	_exit(WEXIT_EXEC);
-}
-
-static int
-make_fds(int sv[2], int po[2], int pe[2])
-{
-	sv[0] = sv[1] = po[0] = po[1] = pe[0] = pe[1] = -1;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0)
-		return -1;
-	return 0;
 }
 
 static void
@@ -225,20 +248,84 @@ close_fds(int *fds, size_t n)
 		}
 }
 
+/* ours[5]/theirs[5]: chan, out, err, dump, sync (write end is ours). */
+static int
+make_fds(int *ours, int *theirs)
+{
+	int sv[2], p[4][2], i;
+
+	for (i = 0; i < 5; i++)
+		ours[i] = theirs[i] = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	ours[0] = sv[0], theirs[0] = sv[1];
+	for (i = 0; i < 4; i++) {
+		if (pipe2(p[i], O_CLOEXEC) < 0)
+			return -1;
+		/* output/dump: we read; sync: we write */
+		ours[i + 1] = i < 3 ? p[i][0] : p[i][1];
+		theirs[i + 1] = i < 3 ? p[i][1] : p[i][0];
+	}
+	return 0;
+}
+
+/* clone into a new PID namespace when allowed, else a plain fork. */
+static pid_t
+clone_child(struct worker *w)
+{
+	pid_t pid = -1;
+
+	if (w->cfg.pidns && w->pidns_state >= 0) {
+		pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL,
+		    NULL, NULL, NULL);
+		w->pidns_state = pid < 0 ? -1 : 1;
+		if (pid < 0)
+			log_debug("no PID namespace for the worker: %s",
+			    strerror(errno));
+	}
+	if (pid < 0)
+		pid = fork();
+	if (w->cfg.contain != NULL)
+		contain_set_pidns(w->cfg.contain, w->pidns_state > 0);
+	return pid;
+}
+
+static int
+fork_child(struct worker *w, const int *theirs)
+{
+	struct spawn_args a;
+
+	build_argv(w, &a);
+	build_env(w, a.envp);
+	memcpy(a.fds, theirs, sizeof a.fds);
+	a.parent = getpid();
+	a.lim = w->cfg.limits;
+	a.path = w->cfg.path;
+	w->spawned_us = loop_now_us();
+	w->pid = clone_child(w);
+	if (w->pid < 0)
+		return -1;
+	if (w->pid == 0)
+		child(&a);
+	return 0;
+}
+
 static void ready_timeout(struct loop *l, void *ctx);
+static void dump_event(struct loop *l, int fd, short revents, void *ctx);
 
 static int
 watch_all(struct worker *w)
 {
-	int fl[3] = { w->chan, w->out, w->err };
+	int fl[4] = { w->chan, w->out, w->err, w->dump };
 	size_t i;
 
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 4; i++)
 		if (fcntl(fl[i], F_SETFL, O_NONBLOCK) < 0)
 			return -1;
 	if (loop_watch(w->loop, w->chan, POLLIN, chan_event, w) < 0 ||
 	    loop_watch(w->loop, w->out, POLLIN, pipe_event, w) < 0 ||
 	    loop_watch(w->loop, w->err, POLLIN, pipe_event, w) < 0 ||
+	    loop_watch(w->loop, w->dump, POLLIN, dump_event, w) < 0 ||
 	    loop_watch(w->loop, w->pidfd, POLLIN, pidfd_event, w) < 0)
 		return -1;
 	w->ready_timer = loop_timer(w->loop, w->cfg.ready_timeout_ms,
@@ -246,54 +333,60 @@ watch_all(struct worker *w)
 	return 0;
 }
 
+/* Parent: cgroup, then the go byte. A failure kills the child. */
 static int
-fork_child(struct worker *w, int sv[2], int po[2], int pe[2])
+release_child(struct worker *w, int sync)
 {
-	char *argv[MAX_ARGS], *envp[MAX_ENV];
-	char pidbuf[24], pgbuf[24], framebuf[24];
-	pid_t parent = getpid();
+	int rc = 0;
 
-	build_argv(w, argv, pidbuf, pgbuf, framebuf);
-	build_env(w, envp);
-	w->spawned_us = loop_now_us();
-	w->pid = fork();
-	if (w->pid < 0)
-		return -1;
-	if (w->pid == 0)
-		child(w->cfg.path, argv, envp, sv[1], po[1], pe[1], parent);
-	return 0;
+	if (w->cfg.contain != NULL && contain_attach(w->cfg.contain,
+	    w->pid) < 0) {
+		log_warn("cannot move worker %ld into its cgroup",
+		    (long)w->pid);
+		rc = -1;
+	} else if (write(sync, "g", 1) != 1) {
+		rc = -1;
+	}
+	(void)close(sync);
+	return rc;
 }
 
-int
-worker_spawn(struct worker *w)
+static void
+reset_state(struct worker *w, const int *ours)
 {
-	int sv[2], po[2], pe[2];
-	int theirs[3];
-
-	if (w->state != WORKER_DOWN) {
-		errno = EBUSY;
-		return -1;
-	}
-	if (make_fds(sv, po, pe) < 0 || fork_child(w, sv, po, pe) < 0) {
-		int all[6] = { sv[0], sv[1], po[0], po[1], pe[0], pe[1] };
-
-		close_fds(all, 6);
-		return -1;
-	}
-	theirs[0] = sv[1], theirs[1] = po[1], theirs[2] = pe[1];
-	close_fds(theirs, 3);
-	w->chan = sv[0], w->out = po[0], w->err = pe[0];
-	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+	w->chan = ours[0], w->out = ours[1], w->err = ours[2];
+	w->dump = ours[3];
 	w->generation++;
 	w->ready_us = 0;
 	w->state = WORKER_STARTING;
 	frame_rx_clear(&w->rx);
 	frame_rx_init(&w->rx, w->cfg.max_frame);
 	buf_clear(&w->outq);
-	if (w->pidfd < 0 || watch_all(w) < 0) {
-		worker_kill(w, "cannot watch the new worker");
-		return 0;	/* its death is reported like any other */
+	buf_clear(&w->stack);
+}
+
+int
+worker_spawn(struct worker *w)
+{
+	int ours[5], theirs[5];
+
+	if (w->state != WORKER_DOWN) {
+		errno = EBUSY;
+		return -1;
 	}
+	if (w->cfg.contain != NULL &&
+	    contain_prepare(w->cfg.contain, w->generation + 1) < 0)
+		log_warn("worker cgroup set-up failed; continuing without");
+	if (make_fds(ours, theirs) < 0 || fork_child(w, theirs) < 0) {
+		close_fds(ours, 5);
+		close_fds(theirs, 5);
+		return -1;
+	}
+	close_fds(theirs, 5);
+	reset_state(w, ours);
+	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+	if (release_child(w, ours[4]) < 0 || w->pidfd < 0 || watch_all(w) < 0)
+		worker_kill(w, "cannot set up the new worker");
 	return 0;
 }
 
@@ -359,15 +452,44 @@ pipe_event(struct loop *l, int fd, short revents, void *ctx)
 	}
 }
 
+/* --- stack dumps ------------------------------------------------------- */
+
+/* Reads what the dump pipe holds, keeping at most STACK_MAX bytes. */
+static void
+read_dump(struct worker *w)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while (w->dump >= 0 && ((n = read(w->dump, buf, sizeof buf)) > 0 ||
+	    (n < 0 && errno == EINTR)))
+		if (n > 0 && w->stack.len + (size_t)n <= STACK_MAX)
+			(void)buf_append(&w->stack, buf, (size_t)n);
+}
+
+static void
+dump_event(struct loop *l, int fd, short revents, void *ctx)
+{
+	struct worker *w = ctx;
+
+	(void)revents;
+	read_dump(w);
+	if (revents & POLLHUP) {
+		loop_unwatch(l, fd);
+		(void)close(fd);
+		w->dump = -1;
+	}
+}
+
 /* --- death ------------------------------------------------------------ */
 
 static void
 close_all(struct worker *w)
 {
-	int *fds[4] = { &w->chan, &w->out, &w->err, &w->pidfd };
+	int *fds[5] = { &w->chan, &w->out, &w->err, &w->dump, &w->pidfd };
 	size_t i;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 5; i++) {
 		if (*fds[i] < 0)
 			continue;
 		loop_unwatch(w->loop, *fds[i]);
@@ -392,7 +514,16 @@ reap(struct worker *w, int options)
 	if (r == 0)
 		return;		/* pidfd readable but not yet waitable */
 	drain_all(w);
+	read_dump(w);
+	if (w->cfg.contain != NULL) {
+		contain_stats(w->cfg.contain, &d.cg);
+		contain_release(w->cfg.contain);
+	}
+	/* Orphans of this worker reparented to us (no PID namespace). */
+	(void)contain_sweep(0);
 	close_all(w);
+	if (w->stack.len > 0 && buf_append(&w->stack, "", 1) == 0)
+		d.stack = (const char *)w->stack.data;
 	d.exited = WIFEXITED(status);
 	d.code = d.exited ? WEXITSTATUS(status) : 0;
 	d.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
@@ -427,7 +558,10 @@ worker_kill(struct worker *w, const char *reason)
 	if (w->state != WORKER_BUSY && w->state != WORKER_DYING)
 		w->cell = UINT32_MAX;
 	w->state = WORKER_DYING;
-	/* Group first (setsid made pgid == pid), then the pid itself. */
+	/* cgroup (atomic), group (setsid made pgid == pid), the pid (init
+	 * of its PID namespace: its death ends every process in it). */
+	if (w->cfg.contain != NULL)
+		(void)contain_kill(w->cfg.contain);
 	(void)kill(-w->pid, SIGKILL);
 	(void)kill(w->pid, SIGKILL);
 	if (w->chan >= 0) {
@@ -467,8 +601,35 @@ worker_free(struct worker *w)
 	}
 	frame_rx_clear(&w->rx);
 	buf_clear(&w->outq);
+	buf_clear(&w->stack);
 	free(w->kill_reason);
 	free(w);
+}
+
+int
+worker_dump_stacks(struct worker *w)
+{
+	if (w->state == WORKER_DOWN || w->pid <= 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(w->pid, SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET);
+}
+
+char *
+worker_take_stack(struct worker *w)
+{
+	char *s;
+
+	read_dump(w);
+	if (w->stack.len == 0)
+		return NULL;
+	s = malloc(w->stack.len + 1);
+	if (s != NULL) {
+		memcpy(s, w->stack.data, w->stack.len);
+		s[w->stack.len] = '\0';
+	}
+	return s;
 }
 
 /* --- control channel ---------------------------------------------------- */

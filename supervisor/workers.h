@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "proto/proto.h"
+#include "sandbox/contain.h"
 #include "supervisor/loop.h"
 
 enum worker_state {
@@ -37,6 +38,8 @@ struct worker_death {
 	int before_ready;	/* died before READY */
 	const char *reason;	/* our reason for killing it, or NULL */
 	struct rusage ru;
+	struct contain_stats cg;	/* the worker's cgroup at its death */
+	const char *stack;		/* faulthandler dump, or NULL */
 };
 
 struct worker_ops {
@@ -58,6 +61,10 @@ struct worker_config {
 	size_t max_frame;
 	const char *const *pass_env;	/* extra variable names, NULL-ended */
 	uint64_t ready_timeout_ms;
+	struct contain *contain;	/* cgroups etc.; owned by the caller */
+	struct contain_limits limits;	/* rlimits for the child */
+	uint64_t data_limit;		/* RLIMIT_DATA set by the worker, 0 none */
+	int pidns;			/* try a PID namespace */
 };
 
 struct worker *worker_new(struct loop *l, const struct worker_config *c,
@@ -77,8 +84,15 @@ int worker_event(struct worker *w, uint64_t id, const char *body,
     size_t len);
 /* SIGINT to the worker (the running cell sees KeyboardInterrupt). */
 int worker_interrupt(struct worker *w);
-/* SIGKILL to the worker's whole process group; death is reported later. */
+/* SIGKILL to the worker's whole process tree; death is reported later. */
 void worker_kill(struct worker *w, const char *reason);
+/*
+ * Asks the worker's faulthandler for every thread's stack (read from the
+ * dump pipe; reported with the death, or by worker_take_stack).
+ */
+int worker_dump_stacks(struct worker *w);
+/* The stack text dumped so far (malloc'ed, caller frees), or NULL. */
+char *worker_take_stack(struct worker *w);
 
 enum worker_state worker_state(const struct worker *w);
 pid_t worker_pid(const struct worker *w);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +23,13 @@
 #include "worker/chan.h"
 #include "worker/py.h"
 
-#define CHAN_FD 3
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
 
 struct wconfig {
 	enum sandbox_profile profile;
@@ -29,6 +37,7 @@ struct wconfig {
 	pid_t protect_pid;
 	pid_t protect_pgid;
 	size_t max_frame;
+	unsigned long long data_limit;
 };
 
 static void
@@ -78,6 +87,8 @@ parse_args(int argc, char **argv, struct wconfig *c)
 			c->protect_pgid = (pid_t)num_arg(argv[++i]);
 		else if (strcmp(argv[i], "--max-frame") == 0)
 			c->max_frame = (size_t)num_arg(argv[++i]);
+		else if (strcmp(argv[i], "--memory-limit") == 0)
+			c->data_limit = (unsigned long long)num_arg(argv[++i]);
 		else
 			usage();
 	}
@@ -97,10 +108,40 @@ reset_signals(void)
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static int
-send_ready(const char *version, const struct wconfig *c)
+/*
+ * Limits the worker sets on itself: RLIMIT_DATA gives a cell a catchable
+ * MemoryError (RLIMIT_AS would break thread creation), and the OOM killer
+ * should pick us before anything else. Under AddressSanitizer the shadow
+ * memory alone exceeds any sane RLIMIT_DATA, so the cgroup is the only
+ * ceiling there. The channel and dump fds must not leak into children.
+ */
+static const char *
+self_limits(const struct wconfig *c)
 {
-	char pyver[64], sbx[64];
+	struct rlimit rl;
+	int fd;
+
+	(void)fcntl(WORKER_CHAN_FD, F_SETFD, FD_CLOEXEC);
+	(void)fcntl(WORKER_DUMP_FD, F_SETFD, FD_CLOEXEC);
+	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, "1000", 4);
+		(void)close(fd);
+	}
+	if (c->data_limit == 0)
+		return "";
+#ifdef UNDER_ASAN
+	return ",rlimit_data=off(asan)";
+#else
+	rl.rlim_cur = rl.rlim_max = (rlim_t)c->data_limit;
+	return setrlimit(RLIMIT_DATA, &rl) == 0 ? ",rlimit_data" : "";
+#endif
+}
+
+static int
+send_ready(const char *version, const struct wconfig *c, const char *lims)
+{
+	char pyver[64], sbx[128];
 	struct msg m;
 	size_t n;
 
@@ -109,9 +150,9 @@ send_ready(const char *version, const struct wconfig *c)
 		n = sizeof pyver - 1;
 	memcpy(pyver, version, n);
 	pyver[n] = '\0';
-	(void)snprintf(sbx, sizeof sbx, "seccomp=%s%s",
+	(void)snprintf(sbx, sizeof sbx, "seccomp=%s%s%s",
 	    sandbox_profile_name(c->profile),
-	    (c->sandbox_flags & SANDBOX_DEBUG) ? ",debug" : "");
+	    (c->sandbox_flags & SANDBOX_DEBUG) ? ",debug" : "", lims);
 	memset(&m, 0, sizeof m);
 	m.type = MSG_READY;
 	m.u.ready.version = PROTO_VERSION;
@@ -142,25 +183,26 @@ main(int argc, char **argv)
 {
 	struct wconfig c;
 	struct stat st;
-	const char *version;
+	const char *version, *lims;
 
 	parse_args(argc, argv, &c);
-	if (fstat(CHAN_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+	if (fstat(WORKER_CHAN_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		(void)fprintf(stderr, "agentz-worker: fd %d is not the control "
-		    "channel; this program is started by agentz\n", CHAN_FD);
+		    "channel; this program is started by agentz\n", WORKER_CHAN_FD);
 		return WEXIT_USAGE;
 	}
 	reset_signals();
 	if (py_init(argv[0], &version) < 0)
 		return WEXIT_PYINIT;
+	lims = self_limits(&c);
 	if (sandbox_seccomp_apply(c.profile, c.protect_pid, c.protect_pgid,
 	    c.sandbox_flags) < 0) {
 		(void)fprintf(stderr, "agentz-worker: seccomp profile %s: %s\n",
 		    sandbox_profile_name(c.profile), strerror(errno));
 		return WEXIT_SANDBOX;
 	}
-	chan_init(CHAN_FD, c.max_frame);
-	if (chan_start() < 0 || send_ready(version, &c) < 0)
+	chan_init(WORKER_CHAN_FD, c.max_frame);
+	if (chan_start() < 0 || send_ready(version, &c, lims) < 0)
 		return WEXIT_CHANNEL;
 	serve();
 	(void)fflush(NULL);

@@ -10,7 +10,9 @@ Start-up time is the worker's spawn-to-ready time, so heavy modules (json
 pulls in re, asyncio takes ~40 ms) are imported where first needed.
 """
 import _ast
+import _signal
 import builtins
+import faulthandler
 import linecache
 import sys
 
@@ -147,6 +149,15 @@ def _prepare(n):
 
 
 _CELL_HOOKS = []
+
+# Before a kill the supervisor sends SIGRTMIN+3 (proto.h
+# WORKER_DUMP_SIGNAL_OFFSET) and reads every thread's stack from fd 4
+# (WORKER_DUMP_FD); faulthandler writes it from the signal handler itself,
+# so it works while the cell sits in C code.
+try:
+    faulthandler.register(_signal.SIGRTMIN + 3, file=4, all_threads=True)
+except (OSError, ValueError, RuntimeError):
+    pass
 
 
 def run_cell(n, source):

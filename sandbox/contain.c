@@ -1,0 +1,533 @@
+/*
+ * contain.c - cgroups, subreaper sweep, capability drop and rlimits for
+ * the worker (see contain.h).
+ *
+ * cgroup v2 follows systemd's delegation pattern: the supervisor moves
+ * itself into a leaf "supervisor" of its own cgroup, enables the memory
+ * and pids controllers for the subtree and creates one "worker-N" per
+ * worker generation. cgroup v1 (what this kind of machine has) uses one
+ * agentz-<pid>/worker-N directory per controller: memory, pids and freezer
+ * (freeze, SIGKILL every task, thaw: nothing can fork during the kill).
+ */
+#include "sandbox/contain.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define PATH_LEN 512
+
+enum cg_kind { CG_NONE, CG_V1, CG_V2 };
+enum { V1_MEMORY, V1_PIDS, V1_FREEZER, V1_COUNT };
+
+static const char *const v1_names[V1_COUNT] = { "memory", "pids", "freezer" };
+
+struct contain {
+	struct contain_limits lim;
+	enum cg_kind kind;
+	char base[V1_COUNT][PATH_LEN];	/* v1: per controller; v2: [0] */
+	char cur[V1_COUNT][PATH_LEN];	/* current generation's groups */
+	int have_cur;
+	int pidns;
+	char mech[160];
+};
+
+/* snprintf into a PATH_LEN buffer; -1/ENAMETOOLONG when it does not fit. */
+__attribute__((format(printf, 2, 3))) static int
+pathf(char *out, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, PATH_LEN, fmt, ap);
+	va_end(ap);
+	if (n < 0 || n >= PATH_LEN) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+write_file(const char *dir, const char *name, const char *val)
+{
+	char path[PATH_LEN + 64];
+	int fd, rc;
+	size_t n = strlen(val);
+
+	(void)snprintf(path, sizeof path, "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = write(fd, val, n) == (ssize_t)n ? 0 : -1;
+	if (close(fd) < 0)
+		rc = -1;
+	return rc;
+}
+
+static int
+read_file(const char *dir, const char *name, char *buf, size_t len)
+{
+	char path[PATH_LEN + 64];
+	ssize_t n;
+	int fd;
+
+	(void)snprintf(path, sizeof path, "%s/%s", dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	(void)close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+static uint64_t
+read_u64(const char *dir, const char *name, const char *key)
+{
+	char buf[4096], *p;
+
+	if (read_file(dir, name, buf, sizeof buf) < 0)
+		return 0;
+	p = buf;
+	if (key != NULL) {
+		p = strstr(buf, key);
+		if (p == NULL)
+			return 0;
+		p += strlen(key);
+	}
+	return strtoull(p, NULL, 10);
+}
+
+/* Our own cgroup path for a v1 controller, or the v2 path ("0::"). */
+static int
+self_cgroup(const char *ctl, char *out, size_t len)
+{
+	char line[PATH_LEN];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	int found = -1;
+	char *a, *b;
+
+	if (f == NULL)
+		return -1;
+	while (found < 0 && fgets(line, sizeof line, f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		a = strchr(line, ':');
+		b = a != NULL ? strchr(a + 1, ':') : NULL;
+		if (b == NULL)
+			continue;
+		*b = '\0';
+		if ((ctl == NULL && a[1] == '\0') || (ctl != NULL &&
+		    strcmp(a + 1, ctl) == 0)) {
+			(void)snprintf(out, len, "%s", b + 1);
+			found = 0;
+		}
+	}
+	(void)fclose(f);
+	return found;
+}
+
+static int
+setup_v1(struct contain *c)
+{
+	char own[PATH_LEN];
+	int i;
+
+	for (i = 0; i < V1_COUNT; i++) {
+		if (self_cgroup(v1_names[i], own, sizeof own) < 0)
+			return -1;
+		if (pathf(c->base[i], CG_ROOT "/%s%s%sagentz-%ld", v1_names[i],
+		    own, own[strlen(own) - 1] == '/' ? "" : "/",
+		    (long)getpid()) < 0)
+			return -1;
+		if (mkdir(c->base[i], 0700) < 0 && errno != EEXIST)
+			return -1;
+	}
+	c->kind = CG_V1;
+	return 0;
+}
+
+static int
+setup_v2(struct contain *c)
+{
+	char own[PATH_LEN], dir[PATH_LEN], pid[24];
+
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0 ||
+	    self_cgroup(NULL, own, sizeof own) < 0)
+		return -1;
+	if (pathf(dir, CG_ROOT "%s", own) < 0 ||
+	    pathf(c->base[0], "%s/agentz-supervisor", dir) < 0)
+		return -1;
+	/* No internal processes: we move into a leaf of our own group. */
+	if (mkdir(c->base[0], 0700) < 0 && errno != EEXIST)
+		return -1;
+	(void)snprintf(pid, sizeof pid, "%ld", (long)getpid());
+	if (write_file(c->base[0], "cgroup.procs", pid) < 0 ||
+	    write_file(dir, "cgroup.subtree_control", "+memory +pids") < 0) {
+		(void)rmdir(c->base[0]);
+		return -1;
+	}
+	memcpy(c->base[0], dir, PATH_LEN);
+	c->kind = CG_V2;
+	return 0;
+}
+
+static void
+describe(struct contain *c)
+{
+	(void)snprintf(c->mech, sizeof c->mech, "%s%ssubreaper,process-group",
+	    c->kind == CG_V2 ? "cgroup-v2," : c->kind == CG_V1 ?
+	    "cgroup-v1," : "", c->pidns ? "pid-namespace," : "");
+}
+
+struct contain *
+contain_new(const struct contain_limits *lim)
+{
+	struct contain *c = calloc(1, sizeof *c);
+	int i;
+
+	if (c == NULL)
+		return NULL;
+	c->lim = *lim;
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) == 0) {
+		if (setup_v2(c) < 0)
+			c->kind = CG_NONE;
+	} else if (setup_v1(c) < 0) {
+		for (i = 0; i < V1_COUNT; i++)
+			if (c->base[i][0] != '\0')
+				(void)rmdir(c->base[i]);
+		c->kind = CG_NONE;
+	}
+	describe(c);
+	return c;
+}
+
+const char *
+contain_mechanisms(const struct contain *c)
+{
+	return c->mech;
+}
+
+void
+contain_set_pidns(struct contain *c, int active)
+{
+	c->pidns = active;
+	describe(c);
+}
+
+int
+contain_has_cgroup(const struct contain *c)
+{
+	return c->kind != CG_NONE;
+}
+
+static int
+ncontrollers(const struct contain *c)
+{
+	return c->kind == CG_V1 ? V1_COUNT : c->kind == CG_V2 ? 1 : 0;
+}
+
+static int
+set_limits_v1(struct contain *c)
+{
+	char v[32];
+
+	if (c->lim.memory > 0) {
+		(void)snprintf(v, sizeof v, "%llu",
+		    (unsigned long long)c->lim.memory);
+		if (write_file(c->cur[V1_MEMORY], "memory.limit_in_bytes", v) < 0)
+			return -1;
+		/* Same value for memory+swap: the ceiling cannot swap. */
+		(void)write_file(c->cur[V1_MEMORY], "memory.memsw.limit_in_bytes",
+		    v);
+	}
+	if (c->lim.pids > 0) {
+		(void)snprintf(v, sizeof v, "%u", c->lim.pids);
+		if (write_file(c->cur[V1_PIDS], "pids.max", v) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+set_limits_v2(struct contain *c)
+{
+	char v[32];
+
+	if (c->lim.memory > 0) {
+		(void)snprintf(v, sizeof v, "%llu",
+		    (unsigned long long)c->lim.memory);
+		if (write_file(c->cur[0], "memory.max", v) < 0)
+			return -1;
+		(void)write_file(c->cur[0], "memory.swap.max", "0");
+		(void)write_file(c->cur[0], "memory.oom.group", "1");
+	}
+	if (c->lim.pids > 0) {
+		(void)snprintf(v, sizeof v, "%u", c->lim.pids);
+		if (write_file(c->cur[0], "pids.max", v) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+contain_prepare(struct contain *c, unsigned generation)
+{
+	int i;
+
+	c->have_cur = 0;
+	for (i = 0; i < ncontrollers(c); i++) {
+		if (pathf(c->cur[i], "%s/worker-%u", c->base[i],
+		    generation) < 0)
+			return -1;
+		if (mkdir(c->cur[i], 0700) < 0 && errno != EEXIST)
+			return -1;
+	}
+	if (ncontrollers(c) == 0)
+		return 0;
+	c->have_cur = 1;
+	return c->kind == CG_V1 ? set_limits_v1(c) : set_limits_v2(c);
+}
+
+int
+contain_attach(struct contain *c, pid_t pid)
+{
+	char v[24];
+	int i;
+
+	if (!c->have_cur)
+		return 0;
+	(void)snprintf(v, sizeof v, "%ld", (long)pid);
+	for (i = 0; i < ncontrollers(c); i++)
+		if (write_file(c->cur[i], "cgroup.procs", v) < 0)
+			return -1;
+	return 0;
+}
+
+/* SIGKILLs every pid listed in dir/cgroup.procs. */
+static int
+kill_procs(const char *dir)
+{
+	char buf[65536], *p, *end;
+	long pid;
+	int n = 0;
+
+	if (read_file(dir, "cgroup.procs", buf, sizeof buf) < 0)
+		return -1;
+	for (p = buf; *p != '\0'; p = end) {
+		pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
+			n++;
+	}
+	return n;
+}
+
+int
+contain_kill(struct contain *c)
+{
+	const char *fz;
+	char state[32];
+	int i, rc;
+
+	if (!c->have_cur)
+		return 0;
+	if (c->kind == CG_V2)
+		return write_file(c->cur[0], "cgroup.kill", "1") < 0 ?
+		    (kill_procs(c->cur[0]) < 0 ? -1 : 0) : 0;
+	fz = c->cur[V1_FREEZER];
+	(void)write_file(fz, "freezer.state", "FROZEN");
+	/* FREEZING settles in microseconds; bounded so a stuck task
+	 * cannot hold us (SIGKILL reaches frozen tasks once thawed). */
+	for (i = 0; i < 1000; i++)
+		if (read_file(fz, "freezer.state", state, sizeof state) < 0 ||
+		    strncmp(state, "FROZEN", 6) == 0)
+			break;
+	rc = kill_procs(c->cur[V1_MEMORY]);
+	(void)kill_procs(fz);
+	(void)write_file(fz, "freezer.state", "THAWED");
+	return rc < 0 ? -1 : 0;
+}
+
+void
+contain_stats(struct contain *c, struct contain_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	if (!c->have_cur)
+		return;
+	if (c->kind == CG_V1) {
+		st->memory_peak = read_u64(c->cur[V1_MEMORY],
+		    "memory.max_usage_in_bytes", NULL);
+		st->oom_kills = read_u64(c->cur[V1_MEMORY], "memory.oom_control",
+		    "oom_kill ");
+	} else {
+		st->memory_peak = read_u64(c->cur[0], "memory.peak", NULL);
+		st->oom_kills = read_u64(c->cur[0], "memory.events",
+		    "oom_kill ");
+		st->cpu_ns = read_u64(c->cur[0], "cpu.stat", "usage_usec ") *
+		    1000u;
+	}
+}
+
+void
+contain_release(struct contain *c)
+{
+	int i;
+
+	if (!c->have_cur)
+		return;
+	(void)contain_kill(c);
+	for (i = 0; i < ncontrollers(c); i++)
+		(void)rmdir(c->cur[i]);	/* EBUSY until the last task is gone */
+	c->have_cur = 0;
+}
+
+void
+contain_free(struct contain *c)
+{
+	int i;
+
+	if (c == NULL)
+		return;
+	contain_release(c);
+	if (c->kind == CG_V1)
+		for (i = 0; i < V1_COUNT; i++)
+			(void)rmdir(c->base[i]);
+	free(c);
+}
+
+/* --- subreaper ------------------------------------------------------------- */
+
+int
+contain_subreaper(void)
+{
+	return prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+/*
+ * Our children other than keep, from /proc: with kill set, every one is
+ * SIGKILLed; without, only zombies are collected. Their pids go to out
+ * (at most max). Returns how many were found.
+ */
+static int
+scan_children(pid_t keep, int kill_them, pid_t *out, int max)
+{
+	char path[64], buf[512], *rp, state;
+	struct dirent *de;
+	long pid, ppid;
+	pid_t self = getpid();
+	DIR *d = opendir("/proc");
+	int n = 0, fd;
+	ssize_t len;
+
+	while (d != NULL && n < max && (de = readdir(d)) != NULL) {
+		pid = strtol(de->d_name, NULL, 10);
+		if (pid <= 0 || pid == keep)
+			continue;
+		(void)snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, buf, sizeof buf - 1);
+		(void)close(fd);
+		rp = len > 0 ? (buf[len] = '\0', strrchr(buf, ')')) : NULL;
+		if (rp == NULL || sscanf(rp + 1, " %c %ld", &state, &ppid) != 2 ||
+		    ppid != self || (!kill_them && state != 'Z'))
+			continue;
+		/* An unreaped child of ours: its pid cannot be reused. */
+		if (kill_them)
+			(void)kill((pid_t)pid, SIGKILL);
+		out[n++] = (pid_t)pid;
+	}
+	if (d != NULL)
+		(void)closedir(d);
+	return n;
+}
+
+static int
+sweep_round(pid_t keep, int kill_them)
+{
+	pid_t pids[1024];
+	int n, i;
+
+	n = scan_children(keep, kill_them, pids, 1024);
+	for (i = 0; i < n; i++)
+		while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
+			;
+	return n;
+}
+
+int
+contain_sweep(pid_t keep)
+{
+	int total = 0, n, round;
+
+	/* Killing an orphan can reparent its own children to us: repeat. */
+	for (round = 0; round < 64; round++) {
+		n = sweep_round(keep, 1);
+		total += n;
+		if (n == 0)
+			break;
+	}
+	return total;
+}
+
+int
+contain_reap(pid_t keep)
+{
+	return sweep_round(keep, 0);
+}
+
+/* --- child side -------------------------------------------------------------- */
+
+int
+contain_child_drop_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+	int cap;
+
+	for (cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -1;
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	memset(data, 0, sizeof data);
+	return (int)syscall(SYS_capset, &hdr, data);
+}
+
+static int
+set_limit(int res, rlim_t v)
+{
+	struct rlimit rl = { v, v };
+
+	return setrlimit(res, &rl);
+}
+
+int
+contain_child_rlimits(const struct contain_limits *lim)
+{
+	if (set_limit(RLIMIT_CORE, 0) < 0)
+		return -1;
+	if (lim->nofile > 0 && set_limit(RLIMIT_NOFILE, lim->nofile) < 0)
+		return -1;
+	if (lim->fsize > 0 && set_limit(RLIMIT_FSIZE, lim->fsize) < 0)
+		return -1;
+	return 0;
+}
