@@ -58,7 +58,7 @@ SUP_SRC     := $(filter-out supervisor/main.c,$(wildcard supervisor/*.c))
 WRK_SRC     := $(wildcard worker/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 # The worker's Python runtime, embedded at build time.
-WRK_PY      := $(wildcard worker/*.py)
+WRK_PY      := $(sort $(wildcard worker/*.py))
 ENGINE_SRC  := $(sort $(wildcard supervisor/*.[ch] worker/*.[ch] worker/*.py \
 		proto/*.[ch] sandbox/*.[ch] common/*.[ch]))
 

@@ -209,39 +209,31 @@ add_output(json_t *o, const struct cell *c)
 }
 
 json_t *
-cells_json(const struct cell *c)
+cells_inputs_json(const struct cell *c)
 {
 	json_t *o = json_object();
 
 	if (o == NULL)
 		return NULL;
-	(void)json_object_set_new(o, "cell", json_integer(c->n));
-	(void)json_object_set_new(o, "source", jcstr(c->source));
-	(void)json_object_set_new(o, "summary", jcstr(c->summary));
-	(void)json_object_set_new(o, "generated_by",
-	    jint_or_null(c->generated_by));
 	(void)json_object_set_new(o, "code", jstr(c->code, c->code_len));
-	(void)json_object_set_new(o, "status",
-	    json_string(cells_status_name(c->status)));
-	(void)json_object_set_new(o, "kind", jcstr(cells_kind_name(c->kind)));
-	(void)json_object_set_new(o, "exception_type",
-	    jcstr(c->exception_type));
-	(void)json_object_set_new(o, "traceback", jcstr(c->traceback));
-	(void)json_object_set_new(o, "detail", jcstr(c->detail));
-	add_output(o, c);
+	(void)json_object_set_new(o, "summary", jcstr(c->summary));
 	(void)json_object_set_new(o, "generated_at",
 	    json_real(c->generated_at));
 	(void)json_object_set_new(o, "started_at", json_real(c->started_at));
-	(void)json_object_set_new(o, "finished_at", c->status == CELL_RUNNING ?
-	    json_null() : json_real(c->finished_at));
-	(void)json_object_set_new(o, "duration_us",
-	    json_integer((json_int_t)c->duration_us));
+	(void)json_object_set_new(o, "generated_by",
+	    jint_or_null(c->generated_by));
+	return o;
+}
+
+static void
+add_limits(json_t *o, const struct cell *c)
+{
 	(void)json_object_set_new(o, "exit_code", jint_or_null(c->exit_code));
 	(void)json_object_set_new(o, "signal", jint_or_null(c->term_signal));
 	(void)json_object_set_new(o, "peak_rss_kb",
 	    jint_or_null(c->maxrss_kb > 0 ? c->maxrss_kb : -1));
-	(void)json_object_set_new(o, "cpu_us", c->cpu_us > 0 ?
-	    json_integer((json_int_t)c->cpu_us) : json_null());
+	(void)json_object_set_new(o, "cpu_us", c->status == CELL_RUNNING ?
+	    json_null() : json_integer((json_int_t)c->cpu_us));
 	(void)json_object_set_new(o, "memory_peak", c->memory_peak > 0 ?
 	    json_integer((json_int_t)c->memory_peak) : json_null());
 	(void)json_object_set_new(o, "namespace", c->status == CELL_RUNNING ?
@@ -251,5 +243,43 @@ cells_json(const struct cell *c)
 		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f}",
 		    "stage", c->timeout_stage, "deadline_to_ready_ms",
 		    c->deadline_to_ready_ms));
+}
+
+json_t *
+cells_outputs_json(const struct cell *c)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "status",
+	    json_string(cells_status_name(c->status)));
+	(void)json_object_set_new(o, "kind", jcstr(cells_kind_name(c->kind)));
+	(void)json_object_set_new(o, "exception_type",
+	    jcstr(c->exception_type));
+	(void)json_object_set_new(o, "traceback", jcstr(c->traceback));
+	(void)json_object_set_new(o, "detail", jcstr(c->detail));
+	add_output(o, c);
+	(void)json_object_set_new(o, "finished_at", c->status == CELL_RUNNING ?
+	    json_null() : json_real(c->finished_at));
+	(void)json_object_set_new(o, "duration_us",
+	    json_integer((json_int_t)c->duration_us));
+	(void)json_object_set_new(o, "worker_pid", c->worker_pid > 0 ?
+	    json_integer(c->worker_pid) : json_null());
+	add_limits(o, c);
+	return o;
+}
+
+json_t *
+cells_json(const struct cell *c)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "cell", json_integer(c->n));
+	(void)json_object_set_new(o, "source", jcstr(c->source));
+	(void)json_object_update_new(o, cells_inputs_json(c));
+	(void)json_object_update_new(o, cells_outputs_json(c));
 	return o;
 }

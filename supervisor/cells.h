@@ -92,7 +92,13 @@ void cells_set_rusage(struct cell *c, const struct rusage *ru);
 const char *cells_status_name(enum cell_status s);
 const char *cells_kind_name(enum cell_kind k);
 
-/* The record as a new JSON object (valid UTF-8 whatever the output). */
+/*
+ * The record as new JSON objects (valid UTF-8 whatever the output): the
+ * inputs part, the outputs part (a running cell: status "running" and
+ * the output captured so far), and both merged with "cell" and "source".
+ */
+json_t *cells_inputs_json(const struct cell *c);
+json_t *cells_outputs_json(const struct cell *c);
 json_t *cells_json(const struct cell *c);
 
 #endif

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "supervisor/history.h"
 #include "supervisor/procstat.h"
 
 #define BACKOFF_FIRST_MS 100
@@ -407,6 +408,40 @@ serve_input(struct runner *r, const struct msg_request *q)
 	json_decref(body);
 }
 
+/* Replies with j (consumed); redacted like everything cells see. */
+static void
+reply_json(struct runner *r, uint64_t id, json_t *j)
+{
+	char *s = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) :
+	    NULL;
+
+	if (s == NULL)
+		reply_error(r, id, "RuntimeError", "cannot encode the reply");
+	else
+		(void)runner_reply(r, id, REPLY_OK, s, strlen(s));
+	free(s);
+	json_decref(j);
+}
+
+static void
+serve_cells(struct runner *r, const struct msg_request *q)
+{
+	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
+	const char *what = json_string_value(json_object_get(body, "what"));
+	json_t *res = NULL;
+
+	if (what != NULL && strcmp(what, "last_error") == 0)
+		res = history_last_error(&r->cells);
+	else if (what != NULL)
+		res = history_map(&r->cells, what);
+	json_decref(body);
+	if (res == NULL)
+		reply_error(r, q->id, "ValueError", "cells: what must be inputs, "
+		    "outputs or last_error");
+	else
+		reply_json(r, q->id, res);
+}
+
 static void
 w_request(struct worker *w, const struct msg_request *q, void *ctx)
 {
@@ -420,6 +455,10 @@ w_request(struct worker *w, const struct msg_request *q, void *ctx)
 	}
 	if (strcmp(q->method.ptr, "input") == 0)
 		serve_input(r, q);
+	else if (strcmp(q->method.ptr, "cells") == 0)
+		serve_cells(r, q);
+	else if (strcmp(q->method.ptr, "runtime_info") == 0)
+		reply_json(r, q->id, history_runtime_info());
 	else
 		r->ops.request(r->ctx, r->current, q);
 }

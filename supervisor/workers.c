@@ -41,7 +41,8 @@ struct worker {
 	void *ctx;
 	enum worker_state state;
 	pid_t pid;
-	int pidfd, chan, out, err, dump;
+	pid_t wpid;		/* the worker itself (pid is its ns init) */
+	int pidfd, chan, out, err, dump, status;
 	int pidns_state;	/* 0 untried, 1 works, -1 refused */
 	struct frame_rx rx;
 	struct buf outq;
@@ -79,7 +80,7 @@ worker_new(struct loop *l, const struct worker_config *c,
 	w->cfg = *c;
 	w->ops = *ops;
 	w->ctx = ctx;
-	w->pidfd = w->chan = w->out = w->err = w->dump = -1;
+	w->pidfd = w->chan = w->out = w->err = w->dump = w->status = -1;
 	buf_init(&w->outq);
 	buf_init(&w->stack);
 	frame_rx_init(&w->rx, c->max_frame);
@@ -95,7 +96,7 @@ worker_state(const struct worker *w)
 pid_t
 worker_pid(const struct worker *w)
 {
-	return w->pid;
+	return w->wpid;
 }
 
 unsigned
@@ -161,9 +162,7 @@ struct spawn_args {
 	char *argv[MAX_ARGS];
 	char *envp[MAX_ENV];
 	char num[4][24];
-	int fds[5];		/* chan, out, err, dump, sync (child ends) */
-	pid_t parent;
-	int pidns;
+	int fds[6];	/* chan, out, err, dump, sync, status (child ends) */
 	struct contain_limits lim;
 	const char *path;
 };
@@ -194,21 +193,59 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	a->argv[n] = NULL;
 }
 
-/* Child: park the fds above 9, then place them at 0-4. */
+/* Child: park the fds above 9, place them at 0-4, close the rest. */
 static int
-child_fds(const int *fds)
+child_fds(const int *fds, int keep)
 {
 	int hi[4], nul, i;
 
 	for (i = 0; i < 4; i++)
 		if ((hi[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
 			return -1;
+	if (keep >= 0 && dup2(keep, WORKER_DUMP_FD + 1) < 0)
+		return -1;
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (nul < 0 || dup2(nul, 0) < 0 || dup2(hi[1], 1) < 0 ||
 	    dup2(hi[2], 2) < 0 || dup2(hi[0], WORKER_CHAN_FD) < 0 ||
 	    dup2(hi[3], WORKER_DUMP_FD) < 0)
 		return -1;
-	return (int)syscall(SYS_close_range, WORKER_DUMP_FD + 1, ~0u, 0u);
+	/* fd 5, the init's status pipe, is CLOEXEC: the worker never has it */
+	if (keep >= 0 && fcntl(WORKER_DUMP_FD + 1, F_SETFD, FD_CLOEXEC) < 0)
+		return -1;
+	return (int)syscall(SYS_close_range, WORKER_DUMP_FD + (keep >= 0 ? 2 :
+	    1), ~0u, 0u);
+}
+
+/*
+ * PID 1 of the worker's namespace. A PID 1 ignores every signal it has
+ * no handler for, even its own SIGKILL, so the worker must not be it: this
+ * init forks the worker, reaps whatever is orphaned into the namespace,
+ * and when the worker ends sends its wait status to the supervisor on fd
+ * 5 and exits, which kills everything left in the namespace.
+ */
+static _Noreturn void
+ns_init(const struct spawn_args *a, int status_fd)
+{
+	pid_t w, r;
+	int st;
+
+	w = fork();
+	if (w < 0)
+		_exit(WEXIT_EXEC);
+	if (w == 0) {
+		execve(a->path, a->argv, a->envp);
+		_exit(WEXIT_EXEC);
+	}
+	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_DUMP_FD, 0u);
+	for (;;) {
+		r = waitpid(-1, &st, 0);
+		if (r == w) {
+			(void)!write(status_fd, &st, sizeof st);
+			_exit(0);
+		}
+		if (r < 0 && errno != EINTR)
+			_exit(WEXIT_EXEC);
+	}
 }
 
 /*
@@ -216,22 +253,28 @@ child_fds(const int *fds)
  * parent's go byte (it has put us in our cgroup by then; EOF means the
  * parent died before, and PDEATHSIG covers it dying after).
  */
-static void
+static _Noreturn void
 child(const struct spawn_args *a)
 {
 	char go;
-	int i;
+	int i, status_fd = -1, in_ns = getpid() == 1;
 
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (read(a->fds[4], &go, 1) != 1)
 		_exit(WEXIT_EXEC);
 	(void)setsid();
-	if (child_fds(a->fds) < 0 || contain_child_rlimits(&a->lim) < 0 ||
+	if (in_ns && (status_fd = fcntl(a->fds[5], F_DUPFD_CLOEXEC,
+	    WORKER_DUMP_FD + 1)) < 0)
+		_exit(WEXIT_EXEC);
+	if (child_fds(a->fds, status_fd) < 0 ||
+	    contain_child_rlimits(&a->lim) < 0 ||
 	    contain_child_drop_caps() < 0)
 		_exit(WEXIT_EXEC);
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
+	if (in_ns)
+		ns_init(a, WORKER_DUMP_FD + 1);
 	execve(a->path, a->argv, a->envp);
 	_exit(WEXIT_EXEC);
 }
@@ -248,23 +291,25 @@ close_fds(int *fds, size_t n)
 		}
 }
 
-/* ours[5]/theirs[5]: chan, out, err, dump, sync (write end is ours). */
+/*
+ * ours[6]/theirs[6]: chan, out, err, dump, sync, status. We read the
+ * output, dump and status pipes and write the sync pipe.
+ */
 static int
 make_fds(int *ours, int *theirs)
 {
-	int sv[2], p[4][2], i;
+	int sv[2], p[5][2], i;
 
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < 6; i++)
 		ours[i] = theirs[i] = -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
 	ours[0] = sv[0], theirs[0] = sv[1];
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 5; i++) {
 		if (pipe2(p[i], O_CLOEXEC) < 0)
 			return -1;
-		/* output/dump: we read; sync: we write */
-		ours[i + 1] = i < 3 ? p[i][0] : p[i][1];
-		theirs[i + 1] = i < 3 ? p[i][1] : p[i][0];
+		ours[i + 1] = i != 3 ? p[i][0] : p[i][1];
+		theirs[i + 1] = i != 3 ? p[i][1] : p[i][0];
 	}
 	return 0;
 }
@@ -298,7 +343,6 @@ fork_child(struct worker *w, const int *theirs)
 	build_argv(w, &a);
 	build_env(w, a.envp);
 	memcpy(a.fds, theirs, sizeof a.fds);
-	a.parent = getpid();
 	a.lim = w->cfg.limits;
 	a.path = w->cfg.path;
 	w->spawned_us = loop_now_us();
@@ -356,6 +400,8 @@ reset_state(struct worker *w, const int *ours)
 {
 	w->chan = ours[0], w->out = ours[1], w->err = ours[2];
 	w->dump = ours[3];
+	w->status = ours[5];
+	w->wpid = w->pid;	/* until READY tells us better */
 	w->generation++;
 	w->ready_us = 0;
 	w->state = WORKER_STARTING;
@@ -368,7 +414,7 @@ reset_state(struct worker *w, const int *ours)
 int
 worker_spawn(struct worker *w)
 {
-	int ours[5], theirs[5];
+	int ours[6], theirs[6];
 
 	if (w->state != WORKER_DOWN) {
 		errno = EBUSY;
@@ -378,11 +424,11 @@ worker_spawn(struct worker *w)
 	    contain_prepare(w->cfg.contain, w->generation + 1) < 0)
 		log_warn("worker cgroup set-up failed; continuing without");
 	if (make_fds(ours, theirs) < 0 || fork_child(w, theirs) < 0) {
-		close_fds(ours, 5);
-		close_fds(theirs, 5);
+		close_fds(ours, 6);
+		close_fds(theirs, 6);
 		return -1;
 	}
-	close_fds(theirs, 5);
+	close_fds(theirs, 6);
 	reset_state(w, ours);
 	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
 	if (release_child(w, ours[4]) < 0 || w->pidfd < 0 || watch_all(w) < 0)
@@ -486,10 +532,11 @@ dump_event(struct loop *l, int fd, short revents, void *ctx)
 static void
 close_all(struct worker *w)
 {
-	int *fds[5] = { &w->chan, &w->out, &w->err, &w->dump, &w->pidfd };
+	int *fds[6] = { &w->chan, &w->out, &w->err, &w->dump, &w->status,
+	    &w->pidfd };
 	size_t i;
 
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < 6; i++) {
 		if (*fds[i] < 0)
 			continue;
 		loop_unwatch(w->loop, *fds[i]);
@@ -504,7 +551,7 @@ static void
 reap(struct worker *w, int options)
 {
 	struct worker_death d;
-	int status = 0;
+	int status = 0, ws;
 	pid_t r;
 
 	memset(&d, 0, sizeof d);
@@ -513,6 +560,9 @@ reap(struct worker *w, int options)
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return;		/* pidfd readable but not yet waitable */
+	/* With a namespace init, the worker's own status came by pipe. */
+	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
+		status = ws;
 	drain_all(w);
 	read_dump(w);
 	if (w->cfg.contain != NULL) {
@@ -533,7 +583,7 @@ reap(struct worker *w, int options)
 	d.before_ready = w->ready_us == 0;
 	d.reason = w->kill_reason;
 	w->state = WORKER_DOWN;
-	w->pid = 0;
+	w->pid = w->wpid = 0;
 	w->ops.death(w, &d, w->ctx);
 	free(w->kill_reason);
 	w->kill_reason = NULL;
@@ -613,7 +663,7 @@ worker_dump_stacks(struct worker *w)
 		errno = ESRCH;
 		return -1;
 	}
-	return kill(w->pid, SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET);
+	return kill(w->wpid, SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET);
 }
 
 char *
@@ -645,6 +695,29 @@ protocol_error(struct worker *w, const char *what, unsigned type)
 	worker_kill(w, why);
 }
 
+/* The host pid of the namespace init's only child: the worker. */
+static pid_t
+ns_child(pid_t init)
+{
+	char path[64], buf[64];
+	ssize_t n;
+	long pid = 0;
+	int fd;
+
+	(void)snprintf(path, sizeof path, "/proc/%ld/task/%ld/children",
+	    (long)init, (long)init);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return init;
+	n = read(fd, buf, sizeof buf - 1);
+	(void)close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		pid = strtol(buf, NULL, 10);
+	}
+	return pid > 0 ? (pid_t)pid : init;
+}
+
 static void
 on_ready(struct worker *w, struct msg *m)
 {
@@ -657,6 +730,8 @@ on_ready(struct worker *w, struct msg *m)
 	loop_timer_cancel(w->loop, w->ready_timer);
 	w->ready_timer = 0;
 	w->ready_us = loop_now_us();
+	if (w->pidns_state > 0)
+		w->wpid = ns_child(w->pid);
 	(void)snprintf(w->python_version, sizeof w->python_version, "%s",
 	    r->python_version.ptr);
 	(void)snprintf(w->sandbox, sizeof w->sandbox, "%s", r->sandbox.ptr);
@@ -843,5 +918,5 @@ worker_interrupt(struct worker *w)
 		errno = ESRCH;
 		return -1;
 	}
-	return kill(w->pid, SIGINT);
+	return kill(w->wpid, SIGINT);
 }

@@ -1,0 +1,260 @@
+"""agentz worker runtime, part 2 (runs after runtime.py, in the same module):
+what a cell sees of the agent.
+
+call_me() asks the supervisor to call the model (the supervisor holds the
+key, rewrites the request and runs the host tools); quit() ends the run;
+CELL_INPUTS / CELL_OUTPUTS / get_last_error() read the history the
+supervisor keeps. Everything here is bound to the cell it was injected into
+and refused once that cell is inactive.
+"""
+
+
+class NextCellAlreadyScheduled(Exception):
+    """The model submitted a second successor for this cell."""
+
+
+class ModelError(Exception):
+    """The model request failed (HTTP error, stream error, bad event)."""
+
+
+class CellInactive(RuntimeError):
+    """A host function bound to a cell was used after the cell ended."""
+
+
+_ERROR_TYPES.update({
+    "NextCellAlreadyScheduled": NextCellAlreadyScheduled,
+    "ModelError": ModelError,
+    "CellInactive": CellInactive,
+})
+
+
+def _json():
+    import json
+    return json
+
+
+class _Obj:
+    """Read-only attribute access over a JSON value, like the SDK's models."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d):
+        object.__setattr__(self, "_d", d)
+
+    def __getattr__(self, name):
+        try:
+            return _wrap(self._d[name])
+        except (KeyError, TypeError):
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key):
+        return _wrap(self._d[key])
+
+    def get(self, key, default=None):
+        return _wrap(self._d.get(key, default))
+
+    def __contains__(self, key):
+        return key in self._d
+
+    def __setattr__(self, name, value):
+        raise AttributeError("response objects are read-only")
+
+    def __eq__(self, other):
+        return isinstance(other, _Obj) and self._d == other._d
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._d!r})"
+
+    def to_dict(self):
+        import copy
+        return copy.deepcopy(self._d)
+
+    def model_dump(self, **kw):
+        return self.to_dict()
+
+    def to_json(self, **kw):
+        return _json().dumps(self._d, **kw)
+
+
+def _wrap(v):
+    if isinstance(v, dict):
+        return _Obj(v)
+    if isinstance(v, list):
+        return [_wrap(x) for x in v]
+    return v
+
+
+class Response(_Obj):
+    """The final Response of call_me (attribute access like the OpenAI SDK)."""
+
+    __slots__ = ()
+
+    @property
+    def output_text(self):
+        parts = []
+        for item in self._d.get("output") or []:
+            if item.get("type") != "message":
+                continue
+            for c in item.get("content") or []:
+                if c.get("type") == "output_text":
+                    parts.append(c.get("text", ""))
+        return "".join(parts)
+
+
+class ResponseStream:
+    """Iterator over a streamed call_me: yields events; .response at the end."""
+
+    def __init__(self, rid):
+        self._rid = rid
+        self.response = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._rid is None:
+            raise StopIteration
+        try:
+            kind, status, body = _agentz.wait(self._rid)
+        except BaseException:
+            self.close()
+            raise
+        if kind == "event":
+            return _Obj(_json().loads(body))
+        self.close()
+        if status != 0:
+            _raise_reply_error(body)
+        self.response = Response(_json().loads(body))
+        raise StopIteration
+
+    def close(self):
+        if self._rid is not None:
+            _agentz.end(self._rid)
+            self._rid = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def get_final_response(self):
+        for _ in self:
+            pass
+        return self.response
+
+
+def _bind(cell, fn):
+    def bound(*args, **kwargs):
+        if _current_cell != cell:
+            raise CellInactive(f"Cell {cell} has finished; {fn.__name__}() "
+                               "is bound to the cell it was given to")
+        return fn(cell, *args, **kwargs)
+    bound.__name__ = fn.__name__
+    bound.__doc__ = fn.__doc__
+    return bound
+
+
+def _call_me(cell, input=None, *, stream=False, **params):
+    """Call the model like client.responses.create(input=..., **params).
+
+    Returns a Response, or with stream=True an iterator of events. The
+    supervisor sets model, instructions and the host tools; the model may
+    submit the next cell with set_next_cell_code.
+    """
+    if input is not None:
+        params["input"] = input
+    body = _json().dumps({"params": params, "stream": bool(stream)})
+    if stream:
+        payload = body.encode("utf-8", "surrogateescape")
+        return ResponseStream(_agentz.begin("call_me", payload, cell))
+    return Response(_json().loads(host_request("call_me", body, cell)))
+
+
+def _quit(cell, *args):
+    """End the run normally (only when the user explicitly asks)."""
+    raise AgentQuit(*args)
+
+
+class _History:
+    """Read-only mapping of cell number -> record, fetched from the host."""
+
+    def __init__(self, what):
+        self._what = what
+
+    def _all(self):
+        return _json().loads(host_request("cells", _json().dumps({"what": self._what})))
+
+    def __getitem__(self, n):
+        recs = self._all()
+        key = str(n)
+        if key not in recs:
+            raise KeyError(n)
+        return recs[key]
+
+    def __len__(self):
+        return len(self._all())
+
+    def __iter__(self):
+        return iter(sorted(int(k) for k in self._all()))
+
+    def __contains__(self, n):
+        return str(n) in self._all()
+
+    def keys(self):
+        return list(self)
+
+    def items(self):
+        recs = self._all()
+        return [(int(k), recs[k]) for k in sorted(recs, key=int)]
+
+    def values(self):
+        return [v for _, v in self.items()]
+
+    def get(self, n, default=None):
+        return self._all().get(str(n), default)
+
+    def __repr__(self):
+        return f"<{self._what} of {len(self)} cells>"
+
+
+def get_last_error():
+    """The full record of the latest failed cell, or None."""
+    return _json().loads(host_request("cells", _json().dumps({"what": "last_error"})))
+
+
+_engine_source = None
+_runtime_info = None
+
+
+def _inject(n):
+    global _engine_source, _runtime_info
+    if _engine_source is None:
+        _engine_source = "\n".join(f"# ==== {name} ====\n{text}"
+                                   for name, text in sorted(_agentz.engine_sources().items()))
+    if _runtime_info is None:
+        try:
+            _runtime_info = _json().loads(host_request("runtime_info", b"{}", n))
+        except Exception:
+            _runtime_info = {}
+    try:
+        with open("OPENAI_DOCS.md", encoding="utf-8") as f:
+            docs = f.read()
+    except OSError:
+        docs = ""
+    NAMESPACE.update(
+        call_me=_bind(n, _call_me),
+        quit=_bind(n, _quit),
+        AgentQuit=AgentQuit,
+        NextCellAlreadyScheduled=NextCellAlreadyScheduled,
+        ModelError=ModelError,
+        CELL_INPUTS=_History("inputs"),
+        CELL_OUTPUTS=_History("outputs"),
+        get_last_error=get_last_error,
+        ENGINE_SOURCE=_engine_source,
+        openai_docs=docs,
+        RUNTIME_INFO=dict(_runtime_info),
+    )
+
+
+_CELL_HOOKS.append(_inject)
