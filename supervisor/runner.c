@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "sandbox/seccomp.h"
 #include "supervisor/history.h"
 #include "supervisor/procstat.h"
 
@@ -501,6 +502,9 @@ describe_death(const struct worker_death *d, char *buf, size_t len)
 {
 	if (d->reason != NULL)
 		(void)snprintf(buf, len, "worker killed: %s", d->reason);
+	else if (d->exited && d->code == SANDBOX_EXIT_SECCOMP)
+		(void)snprintf(buf, len, "the seccomp filter blocked a system "
+		    "call (--sandbox-debug; its name is in the output)");
 	else if (!d->exited && d->signal == SIGSYS)
 		(void)snprintf(buf, len, "worker killed by the seccomp filter "
 		    "(signal %d, SIGSYS)", d->signal);
