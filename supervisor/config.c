@@ -17,7 +17,8 @@
 enum {
 	OPT_WORKER = 256, OPT_SANDBOX, OPT_SANDBOX_DEBUG, OPT_OUTPUT_LIMIT,
 	OPT_MAX_FRAME, OPT_CELL_TIMEOUT, OPT_GRACE, OPT_MEMORY_LIMIT,
-	OPT_PASS_ENV
+	OPT_PASS_ENV, OPT_MODEL, OPT_BASE_URL, OPT_SERVICE_TIER,
+	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES
 };
 
 static const struct option long_opts[] = {
@@ -33,15 +34,34 @@ static const struct option long_opts[] = {
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
 	{"pass-env", required_argument, NULL, OPT_PASS_ENV},
+	{"model", required_argument, NULL, OPT_MODEL},
+	{"base-url", required_argument, NULL, OPT_BASE_URL},
+	{"service-tier", required_argument, NULL, OPT_SERVICE_TIER},
+	{"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+	{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT_TOKENS},
+	{"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
 	{NULL, 0, NULL, 0}
 };
 
 static void
 usage(const char *cmd, FILE *f)
 {
+	if (strcmp(cmd, "exec") == 0)
+		(void)fprintf(f, "usage: agentz exec [options] FILE... (- reads "
+		    "cells from stdin, separated by '# %%%%' lines)\n");
+	else
+		(void)fprintf(f, "usage: agentz [options] \"TASK\"\n"
+		    "  --model NAME         the model (AGENTZ_MODEL; default "
+		    "gpt-6-astra)\n"
+		    "  --base-url URL       API base incl. version (OPENAI_BASE_URL;"
+		    " default\n"
+		    "                       https://api.openai.com/v1)\n"
+		    "  --service-tier TIER  sent as service_tier (default auto; "
+		    "'' = not sent)\n"
+		    "  --request-timeout S  per model request (default 1800)\n"
+		    "  --max-output-tokens N  (default 128000)\n"
+		    "  --max-retries N      HTTP retries per request (default 4)\n");
 	(void)fprintf(f,
-	    "usage: agentz %s [options] FILE... (- reads cells from stdin, "
-	    "separated by '# %%%%' lines)\n"
 	    "  --json               one JSON record per cell on stdout\n"
 	    "  -v, --verbose        more diagnostics\n"
 	    "  --output-limit SIZE  output kept per cell, head+tail "
@@ -56,8 +76,7 @@ usage(const char *cmd, FILE *f)
 	    "failing it\n"
 	    "  --pass-env NAME      pass one more variable to the worker\n"
 	    "  --worker PATH        the agentz-worker executable\n"
-	    "  --max-frame SIZE     control channel frame limit (default 64M)\n",
-	    cmd);
+	    "  --max-frame SIZE     control channel frame limit (default 64M)\n");
 }
 
 int
@@ -94,6 +113,22 @@ seconds(const char *s, double *out)
 	*out = strtod(s, &end);
 	return errno != 0 || end == s || *end != '\0' || !isfinite(*out) ||
 	    *out <= 0 ? -1 : 0;
+}
+
+static int bad(const char *cmd, const char *opt, const char *val,
+    const char *why);
+
+static int
+count(const char *cmd, const char *opt, const char *val, long min, long max,
+    long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(val, &end, 10);
+	if (errno != 0 || end == val || *end != '\0' || *out < min || *out > max)
+		return bad(cmd, opt, val, "out of range");
+	return 0;
 }
 
 static int
@@ -169,6 +204,23 @@ one_opt(struct config *c, int ch, const char *cmd)
 		    optarg, "expected seconds > 0") : 0;
 	case OPT_PASS_ENV:
 		return add_pass_env(c, optarg);
+	case OPT_MODEL: c->model = optarg; return 0;
+	case OPT_BASE_URL: c->base_url = optarg; return 0;
+	case OPT_SERVICE_TIER: c->service_tier = optarg; return 0;
+	case OPT_REQUEST_TIMEOUT:
+		return seconds(optarg, &c->request_timeout) < 0 ? bad(cmd,
+		    "--request-timeout", optarg, "expected seconds > 0") : 0;
+	case OPT_MAX_OUTPUT_TOKENS:
+		return count(cmd, "--max-output-tokens", optarg, 16, 1L << 30,
+		    &c->max_output_tokens);
+	case OPT_MAX_RETRIES: {
+		long n;
+
+		if (count(cmd, "--max-retries", optarg, 0, 100, &n) < 0)
+			return -1;
+		c->max_retries = (unsigned)n;
+		return 0;
+	}
 	default:
 		return -1;
 	}
@@ -187,6 +239,14 @@ defaults(struct config *c)
 	c->pids_limit = 1024;
 	c->nofile_limit = 1024;
 	c->fsize_limit = (uint64_t)16 << 30;
+	c->model = getenv("AGENTZ_MODEL") && *getenv("AGENTZ_MODEL") ?
+	    getenv("AGENTZ_MODEL") : "gpt-6-astra";
+	c->base_url = getenv("OPENAI_BASE_URL") && *getenv("OPENAI_BASE_URL") ?
+	    getenv("OPENAI_BASE_URL") : "https://api.openai.com/v1";
+	c->service_tier = "auto";
+	c->request_timeout = 1800;
+	c->max_output_tokens = 128000;
+	c->max_retries = 4;
 }
 
 int
@@ -221,4 +281,26 @@ config_clear(struct config *c)
 {
 	free(c->pass_env);
 	c->pass_env = NULL;
+}
+
+/* agentz-worker next to our own executable, unless --worker says. */
+char *
+config_worker_path(const struct config *c)
+{
+	const char *given = c->worker_path;
+	char self[4096], *slash, *p;
+	ssize_t n;
+
+	if (given != NULL)
+		return strdup(given);
+	n = readlink("/proc/self/exe", self, sizeof self - 32);
+	if (n <= 0)
+		return strdup("agentz-worker");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	p = malloc((size_t)n + 32);
+	if (p != NULL)
+		(void)snprintf(p, (size_t)n + 32, "%.*s/agentz-worker",
+		    (int)(slash - self), self);
+	return p;
 }

@@ -29,6 +29,13 @@ struct config {
 	unsigned nofile_limit;		/* open files per process */
 	uint64_t fsize_limit;		/* largest file a cell may write */
 	const char **pass_env;		/* NULL-terminated */
+	/* the model (agent runs) */
+	const char *model;		/* --model, AGENTZ_MODEL */
+	const char *base_url;		/* --base-url, OPENAI_BASE_URL */
+	const char *service_tier;	/* --service-tier, "" = not sent */
+	double request_timeout;		/* seconds per model request */
+	long max_output_tokens;
+	unsigned max_retries;
 	size_t npass_env;
 	/* operands after the options */
 	char **args;
@@ -42,6 +49,8 @@ struct config {
  */
 int config_parse(struct config *c, int argc, char **argv, const char *cmd);
 void config_clear(struct config *c);
+/* agentz-worker next to our own executable, unless --worker says. */
+char *config_worker_path(const struct config *c);
 /* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
 int config_size(const char *s, uint64_t *out);
 

@@ -299,55 +299,6 @@ static const struct runner_ops exec_ops = {
 	x_output, x_finished, x_request, x_fatal
 };
 
-/* agentz-worker next to our own executable, unless --worker says. */
-static char *
-worker_path(const char *given)
-{
-	char self[4096], *slash, *p;
-	ssize_t n;
-
-	if (given != NULL)
-		return strdup(given);
-	n = readlink("/proc/self/exe", self, sizeof self - 32);
-	if (n <= 0)
-		return strdup("agentz-worker");
-	self[n] = '\0';
-	slash = strrchr(self, '/');
-	p = malloc((size_t)n + 32);
-	if (p != NULL)
-		(void)snprintf(p, (size_t)n + 32, "%.*s/agentz-worker",
-		    (int)(slash - self), self);
-	return p;
-}
-
-static void
-runner_config_from(const struct config *c, const char *wpath, int input_fd,
-    struct runner_config *rc)
-{
-	memset(rc, 0, sizeof *rc);
-	rc->worker.path = wpath;
-	rc->worker.sandbox = c->sandbox;
-	rc->worker.sandbox_debug = c->sandbox_debug;
-	rc->worker.max_frame = c->max_frame;
-	rc->worker.pass_env = c->pass_env;
-	rc->worker.ready_timeout_ms = 30000;
-	rc->worker.pidns = 1;
-	rc->worker.data_limit = c->memory_limit;
-	/* The cgroup ceiling sits above RLIMIT_DATA so that a big
-	 * allocation is a MemoryError first and an OOM kill only for what
-	 * RLIMIT_DATA does not count (shared memory, subprocesses). */
-	rc->worker.limits.memory = c->memory_limit > 0 ? c->memory_limit +
-	    c->memory_limit / 8 + (64u << 20) : 0;
-	rc->worker.limits.pids = c->pids_limit;
-	rc->worker.limits.nofile = c->nofile_limit;
-	rc->worker.limits.fsize = c->fsize_limit;
-	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
-	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
-	rc->output_limit = c->output_limit;
-	rc->max_start_failures = 5;
-	rc->input_fd = input_fd;
-}
-
 static int
 uses_stdin(const struct config *c)
 {
@@ -377,7 +328,7 @@ exec_go(struct exec_run *x, const char *wpath)
 {
 	struct runner_config rc;
 
-	runner_config_from(&x->cfg, wpath, uses_stdin(&x->cfg) ? -1 : 0, &rc);
+	runner_config_init(&rc, &x->cfg, wpath, uses_stdin(&x->cfg) ? -1 : 0);
 	x->loop = loop_new();
 	if (x->loop == NULL || sig_setup(x->loop, x_signal, x) < 0)
 		fatal("exec: event loop set-up");
@@ -416,7 +367,7 @@ exec_main(int argc, char **argv)
 		exec_free(&x);
 		return EXIT_USAGE;
 	}
-	wpath = worker_path(x.cfg.worker_path);
+	wpath = config_worker_path(&x.cfg);
 	if (wpath == NULL)
 		fatal("exec: worker path");
 	rc = x.ncells == 0 ? EXIT_OK : exec_go(&x, wpath);

@@ -1,29 +1,33 @@
 /*
  * agentz - the supervisor.
  *
- *   agentz exec [options] FILE...   supervised persistent interpreter
- *   agentz [options] "task"         an agent run (the model writes cells)
+ *   agentz [options] "task"         an agent run: the model writes the cells
+ *   agentz exec [options] FILE...   a supervised persistent interpreter
  *
- * main() only picks the front end; each parses its own options.
+ * main() only does what both need first (no core dumps of our memory, the
+ * subreaper, ./.env) and picks the front end; each parses its options.
  */
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 
 #include "common/log.h"
-#include "supervisor/config.h"
 #include "proto/proto.h"
 #include "sandbox/contain.h"
+#include "supervisor/agent.h"
+#include "supervisor/config.h"
+#include "supervisor/dotenv.h"
 #include "supervisor/exec.h"
 
 static void
 usage(FILE *f)
 {
 	(void)fprintf(f,
-	    "usage: agentz exec [options] FILE...   run Python cells in a "
+	    "usage: agentz [options] \"TASK\"          run an agent on a task\n"
+	    "       agentz exec [options] FILE...    run Python cells in a "
 	    "supervised worker\n"
-	    "       agentz --help | --version\n"
-	    "see 'agentz exec --help' for the options\n");
+	    "       agentz --version\n"
+	    "'agentz --help' and 'agentz exec --help' list the options\n");
 }
 
 int
@@ -38,17 +42,13 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "exec") == 0)
-		return exec_main(argc - 1, argv + 1);
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		usage(stdout);
-		return EXIT_OK;
-	}
 	if (strcmp(argv[1], "--version") == 0) {
 		(void)printf("agentz 0.1 (protocol %d)\n", PROTO_VERSION);
 		return EXIT_OK;
 	}
-	(void)fprintf(stderr, "agentz: unknown command '%s'\n", argv[1]);
-	usage(stderr);
-	return EXIT_USAGE;
+	if (dotenv_load(".env") < 0)
+		return EXIT_USAGE;
+	if (strcmp(argv[1], "exec") == 0)
+		return exec_main(argc - 1, argv + 1);
+	return agent_main(argc, argv);
 }

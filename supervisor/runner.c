@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "supervisor/config.h"
 #include "sandbox/seccomp.h"
 #include "supervisor/history.h"
 #include "supervisor/procstat.h"
@@ -41,6 +42,10 @@ struct runner {
 	uint64_t cpu0_us;
 	/* a cell whose worker died, finished once a fresh one is ready */
 	struct cell *dead;
+	/* output redaction, per stream, so a secret split across chunks is
+	 * caught; flushed before a record is finished */
+	struct redact_stream rs[2];
+	int rs_stream;		/* the stream being emitted (1 or 2) */
 	/* input() */
 	uint64_t input_id;	/* 0: none waiting */
 	int input_eof;
@@ -63,6 +68,34 @@ static const struct worker_ops runner_worker_ops = {
 	w_ready, w_output, w_done, w_request, w_death
 };
 
+void
+runner_config_init(struct runner_config *rc, const struct config *c,
+    const char *wpath, int input_fd)
+{
+	memset(rc, 0, sizeof *rc);
+	rc->worker.path = wpath;
+	rc->worker.sandbox = c->sandbox;
+	rc->worker.sandbox_debug = c->sandbox_debug;
+	rc->worker.max_frame = c->max_frame;
+	rc->worker.pass_env = c->pass_env;
+	rc->worker.ready_timeout_ms = 30000;
+	rc->worker.pidns = 1;
+	rc->worker.data_limit = c->memory_limit;
+	/* The cgroup ceiling sits above RLIMIT_DATA so that a big
+	 * allocation is a MemoryError first and an OOM kill only for what
+	 * RLIMIT_DATA does not count (shared memory, subprocesses). */
+	rc->worker.limits.memory = c->memory_limit > 0 ? c->memory_limit +
+	    c->memory_limit / 8 + (64u << 20) : 0;
+	rc->worker.limits.pids = c->pids_limit;
+	rc->worker.limits.nofile = c->nofile_limit;
+	rc->worker.limits.fsize = c->fsize_limit;
+	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
+	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
+	rc->output_limit = c->output_limit;
+	rc->max_start_failures = 5;
+	rc->input_fd = input_fd;
+}
+
 struct runner *
 runner_new(struct loop *l, const struct runner_config *c,
     const struct runner_ops *ops, void *ctx)
@@ -77,6 +110,8 @@ runner_new(struct loop *l, const struct runner_config *c,
 	r->ctx = ctx;
 	cells_init(&r->cells, c->output_limit);
 	buf_init(&r->inbuf);
+	redact_stream_init(&r->rs[0]);
+	redact_stream_init(&r->rs[1]);
 	r->contain = contain_new(&c->worker.limits);
 	r->cfg.worker.contain = r->contain;
 	r->w = r->contain != NULL ? worker_new(l, &r->cfg.worker,
@@ -102,6 +137,8 @@ runner_free(struct runner *r)
 		loop_unwatch(r->loop, r->cfg.input_fd);
 	cells_clear(&r->cells);
 	buf_clear(&r->inbuf);
+	redact_stream_clear(&r->rs[0]);
+	redact_stream_clear(&r->rs[1]);
 	free(r);
 }
 
@@ -284,15 +321,58 @@ w_ready(struct worker *w, void *ctx)
 	dispatch_pending(r);
 }
 
+/* Clean bytes: into the running cell's record and to the front end. */
+static int
+emit_output(void *ctx, const char *p, size_t n)
+{
+	struct runner *r = ctx;
+
+	if (r->current != NULL)
+		(void)capture_append(&r->current->out, p, n);
+	r->ops.output(r->ctx, r->current, r->rs_stream, p, n);
+	return 0;
+}
+
 static void
 w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
 {
 	struct runner *r = ctx;
 
 	(void)w;
-	if (r->current != NULL)
-		(void)capture_append(&r->current->out, p, n);
-	r->ops.output(r->ctx, r->current, stream, p, n);
+	r->rs_stream = stream;
+	if (r->cfg.red == NULL || redact_count(r->cfg.red) == 0)
+		(void)emit_output(r, p, n);
+	else
+		(void)redact_stream_feed(r->cfg.red, &r->rs[stream - 1], p, n,
+		    emit_output, r);
+}
+
+/* The held-back ends of both streams, then the texts of the record. */
+static void
+flush_output(struct runner *r, struct cell *c)
+{
+	char **texts[3];
+	size_t i, len;
+	char *clean;
+	int s;
+
+	if (r->cfg.red == NULL || redact_count(r->cfg.red) == 0)
+		return;
+	for (s = 1; s <= 2; s++) {
+		r->rs_stream = s;
+		(void)redact_stream_flush(&r->rs[s - 1], emit_output, r);
+	}
+	texts[0] = &c->traceback, texts[1] = &c->detail, texts[2] = &c->stack;
+	for (i = 0; i < 3; i++) {
+		if (*texts[i] == NULL)
+			continue;
+		clean = redact_string(r->cfg.red, *texts[i], strlen(*texts[i]),
+		    &len);
+		if (clean != NULL) {
+			free(*texts[i]);
+			*texts[i] = clean;
+		}
+	}
 }
 
 static void input_stop(struct runner *r);
@@ -308,8 +388,9 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 
 	input_stop(r);
 	cancel_deadline(r);
-	r->current = NULL;
 	cells_finish_done(c, d);
+	flush_output(r, c);
+	r->current = NULL;
 	if (procstat_sample(worker_pid(w), &kb, &cpu) == 0) {
 		c->maxrss_kb = kb;
 		c->cpu_us = cpu - r->cpu0_us;
@@ -570,6 +651,7 @@ record_death(struct runner *r, struct cell *c, const struct worker_death *d)
 	c->memory_peak = d->cg.memory_peak;
 	if (d->stack != NULL)
 		c->stack = strdup(d->stack);
+	flush_output(r, c);
 	r->dead = c;
 }
 
@@ -584,9 +666,9 @@ w_death(struct worker *w, const struct worker_death *d, void *ctx)
 	describe_death(d, why, sizeof why);
 	input_stop(r);
 	cancel_deadline(r);
-	r->current = NULL;
 	if (c != NULL)
 		record_death(r, c, d);
+	r->current = NULL;
 	if (d->before_ready) {
 		r->start_failures++;
 		log_warnx("worker did not start (%s), attempt %u of %u", why,

@@ -22,6 +22,7 @@
 #include "proto/proto.h"
 #include "supervisor/cells.h"
 #include "supervisor/loop.h"
+#include "supervisor/redact.h"
 #include "supervisor/workers.h"
 
 struct runner;
@@ -31,6 +32,7 @@ struct runner_config {
 	size_t output_limit;		/* per cell, head + tail */
 	unsigned max_start_failures;	/* consecutive deaths before READY */
 	int input_fd;			/* for input(); -1: always EOFError */
+	const struct redact *red;	/* secrets to clean, NULL = none */
 	uint64_t cell_timeout_ms;	/* wall clock per cell, 0 = none */
 	uint64_t grace_ms;		/* interrupt -> stack dump + kill */
 };
@@ -47,6 +49,11 @@ struct runner_ops {
 	/* The worker cannot be started: the run must end. */
 	void (*fatal)(void *ctx, const char *why);
 };
+
+struct config;
+/* The runner settings that follow from the operator's configuration. */
+void runner_config_init(struct runner_config *rc, const struct config *c,
+    const char *wpath, int input_fd);
 
 struct runner *runner_new(struct loop *l, const struct runner_config *c,
     const struct runner_ops *ops, void *ctx);

@@ -106,18 +106,29 @@ def _input(prompt=""):
     return body.decode("utf-8", "replace")
 
 
+def _strip_runtime(te):
+    """Drop the runtime's frames from a TracebackException, chains included."""
+    import traceback
+    seen = set()
+    while te is not None and id(te) not in seen:
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename not in RUNTIME_FILES])
+        if te.__cause__ is not None:
+            _strip_runtime(te.__cause__)
+        te = te.__context__
+
+
 def _cell_traceback(exc):
     """Format exc without the runtime's own frames (the cell's only)."""
     import traceback
-    tb = exc.__traceback__
-    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
-        tb = tb.tb_next
-    if isinstance(exc, SyntaxError) or tb is None:
-        lines = traceback.format_exception_only(type(exc), exc)
-        if not isinstance(exc, SyntaxError):
-            lines = ["Traceback (most recent call last):\n"] + lines
-        return "".join(lines)
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__,
+                                      compact=True)
+    _strip_runtime(te)
+    text = "".join(te.format())
+    if not isinstance(exc, SyntaxError) and not text.startswith("Traceback"):
+        text = "Traceback (most recent call last):\n" + text
+    return text
 
 
 def _flush():
@@ -149,6 +160,8 @@ def _prepare(n):
 
 
 _CELL_HOOKS = []
+# Source files of this runtime: their frames never show in a cell's traceback.
+RUNTIME_FILES = {_cell_traceback.__code__.co_filename}
 
 # Before a kill the supervisor sends SIGRTMIN+3 (proto.h
 # WORKER_DUMP_SIGNAL_OFFSET) and reads every thread's stack from fd 4
@@ -166,6 +179,8 @@ def run_cell(n, source):
     _current_cell = n
     name = f"<cell-{n}>"
     text = source.decode("utf-8", "replace")
+    if not text.endswith("\n"):
+        text += "\n"  # 3.11 misplaces the caret under an unterminated line
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     status, etype, tb = DONE_OK, None, None
     try:

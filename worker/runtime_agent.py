@@ -258,3 +258,4 @@ def _inject(n):
 
 
 _CELL_HOOKS.append(_inject)
+RUNTIME_FILES.add(_inject.__code__.co_filename)

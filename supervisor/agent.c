@@ -1,0 +1,594 @@
+/*
+ * agent.c - the agent run loop (see agent.h).
+ *
+ * The host never chooses actions. It runs cell n; the model, called by the
+ * cell through call_me, registers cell n+1 (once) with set_next_cell_code.
+ * A cell that raises, ends without a successor or is killed is followed by
+ * a repair cell the supervisor asks the model for; three consecutive
+ * failures end the run (exit 1), quit() ends it normally (exit 0), a
+ * KeyboardInterrupt/SystemExit from cell code or Ctrl-C ends it with 130.
+ */
+#include "supervisor/agent.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+extern char **environ;
+
+#include "common/log.h"
+#include "supervisor/config.h"
+#include "supervisor/hosttools.h"
+#include "supervisor/http.h"
+#include "supervisor/model.h"
+#include "supervisor/redact.h"
+#include "supervisor/runner.h"
+#include "supervisor/sig.h"
+
+#define MAX_FAILURES 3
+#define RECOVERY_SUMMARY \
+	"Analyze the previous cell's error and generate repair code."
+#define RECOVERY_PREFIX "Repair the failed cell and continue the original " \
+	"task. Existing side effects are not rolled back.\n"
+
+struct agent {
+	struct config cfg;
+	const char *task;
+	struct loop *loop;
+	struct runner *runner;
+	struct model *model;
+	struct hosttools *host;
+	struct redact *red;
+	char *instructions;
+	/* the successor registered for cell succ_for */
+	uint32_t succ_for;
+	int has_succ;
+	char *succ_code, *succ_summary;
+	size_t succ_len;
+	/* a repair request in flight: its successor becomes cell recovery_for */
+	int recovering;
+	uint32_t recovery_for;
+	unsigned failures;
+	struct cell *failed;	/* the record the repair is about */
+};
+
+/* A call_me from the worker, waiting for its model call. */
+struct pending {
+	struct agent *a;
+	uint64_t req;		/* the worker's request id */
+	unsigned gen;		/* worker generation that asked */
+};
+
+static void run_cell(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by);
+static void start_recovery(struct agent *a);
+
+static void
+stop(struct agent *a, int rc, const char *why)
+{
+	if (why != NULL)
+		log_warnx("%s", why);
+	loop_stop(a->loop, rc);
+}
+
+/* --- the successor ------------------------------------------------------- */
+
+static void
+clear_successor(struct agent *a)
+{
+	free(a->succ_code);
+	free(a->succ_summary);
+	a->succ_code = a->succ_summary = NULL;
+	a->has_succ = 0;
+}
+
+static enum submit_result
+submit(void *ctx, uint32_t cell, const char *code, size_t len,
+    const char *summary)
+{
+	struct agent *a = ctx;
+	const struct cell *cur = runner_current(a->runner);
+	int for_recovery = a->recovering && cell == a->recovery_for;
+
+	if (!for_recovery && (cur == NULL || cur->n != cell))
+		return SUBMIT_INACTIVE;
+	if (a->has_succ && a->succ_for == cell)
+		return SUBMIT_ALREADY;
+	clear_successor(a);
+	a->succ_code = malloc(len + 1);
+	a->succ_summary = strdup(summary);
+	if (a->succ_code == NULL || a->succ_summary == NULL) {
+		clear_successor(a);
+		return SUBMIT_INACTIVE;
+	}
+	memcpy(a->succ_code, code, len);
+	a->succ_code[len] = '\0';
+	a->succ_len = len;
+	a->succ_for = cell;
+	a->has_succ = 1;
+	return SUBMIT_OK;
+}
+
+static struct host_binding
+binding(struct agent *a, uint32_t cell)
+{
+	struct host_binding b;
+
+	b.cell = cell;
+	b.history = runner_cells(a->runner);
+	b.submit = submit;
+	b.ctx = a;
+	return b;
+}
+
+/* --- call_me from a cell --------------------------------------------------- */
+
+static int
+same_worker(const struct pending *p)
+{
+	return worker_generation(runner_worker(p->a->runner)) == p->gen;
+}
+
+static void
+call_event(void *ctx, const char *json, size_t len)
+{
+	struct pending *p = ctx;
+
+	if (same_worker(p))
+		(void)runner_event(p->a->runner, p->req, json, len);
+}
+
+static void
+reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
+{
+	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", msg);
+	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	if (s != NULL)
+		(void)runner_reply(a->runner, req, REPLY_ERROR, s, strlen(s));
+	free(s);
+	json_decref(o);
+}
+
+static void
+call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
+{
+	struct pending *p = ctx;
+	struct agent *a = p->a;
+	char *s, *clean;
+	size_t n;
+
+	if (same_worker(p) && type != NULL) {
+		reply_error(a, p->req, type, msg);
+	} else if (same_worker(p)) {
+		s = json_dumps(resp, JSON_COMPACT);
+		clean = s != NULL ? redact_string(a->red, s, strlen(s), &n) : NULL;
+		if (clean != NULL)
+			(void)runner_reply(a->runner, p->req, REPLY_OK, clean, n);
+		else
+			reply_error(a, p->req, "ModelError", "out of memory");
+		free(s);
+		free(clean);
+	}
+	free(p);
+}
+
+static const struct model_call_ops call_ops = {
+	call_event, NULL, call_done
+};
+
+static void
+a_request(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	struct agent *a = ctx;
+	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
+	struct pending *p;
+	struct host_binding b;
+
+	if (strcmp(q->method.ptr, "call_me") != 0 || !json_is_object(body)) {
+		reply_error(a, q->id, "RuntimeError", "unknown host request");
+		json_decref(body);
+		return;
+	}
+	p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		reply_error(a, q->id, "ModelError", "out of memory");
+		json_decref(body);
+		return;
+	}
+	p->a = a;
+	p->req = q->id;
+	p->gen = worker_generation(runner_worker(a->runner));
+	b = binding(a, c->n);
+	(void)model_call(a->model, json_object_get(body, "params"),
+	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p);
+	json_decref(body);
+}
+
+/* --- showing the run ------------------------------------------------------- */
+
+static void
+a_output(void *ctx, const struct cell *c, int stream, const char *p,
+    size_t n)
+{
+	ssize_t w;
+
+	(void)ctx;
+	(void)c;
+	while (n > 0) {
+		w = write(stream == 1 ? 1 : 2, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void
+show_code(const struct cell *c)
+{
+	const char *p = c->code, *nl;
+	int line = 1;
+
+	(void)fprintf(stderr, "[agentz] cell %u: %s\n", c->n,
+	    c->summary != NULL ? c->summary : "");
+	while (*p != '\0') {
+		nl = strchr(p, '\n');
+		(void)fprintf(stderr, "%4d | %.*s\n", line++,
+		    (int)(nl != NULL ? nl - p : (long)strlen(p)), p);
+		p = nl != NULL ? nl + 1 : p + strlen(p);
+	}
+}
+
+static void
+show_result(const struct agent *a, const struct cell *c)
+{
+	const char *kind = cells_kind_name(c->kind);
+
+	if (c->traceback != NULL && (a->cfg.verbose || c->status != CELL_OK))
+		(void)fputs(c->traceback, stderr);
+	(void)fprintf(stderr, "[agentz] cell %u: %s%s%s%s%s (%.1f s, %lld "
+	    "tokens so far)\n", c->n, cells_status_name(c->status),
+	    kind != NULL ? " " : "", kind != NULL ? kind : "",
+	    c->detail != NULL ? ": " : "", c->detail != NULL ? c->detail : "",
+	    (double)c->duration_us / 1e6, model_total_tokens(a->model));
+}
+
+/* --- the loop ------------------------------------------------------------- */
+
+static void
+run_cell(struct agent *a, const char *code, size_t len, const char *summary,
+    int64_t generated_by)
+{
+	struct cell *c;
+
+	/* code may be the successor itself: record the cell (a copy) first */
+	c = runner_run(a->runner, code, len, summary, NULL, generated_by);
+	clear_successor(a);
+	if (c == NULL) {
+		stop(a, EXIT_FAILED, "cannot start the next cell");
+		return;
+	}
+	if (a->cfg.verbose)
+		show_code(c);
+}
+
+/* The record of a cell that ended normally without a successor. */
+static void
+mark_no_successor(struct cell *c)
+{
+	c->status = CELL_ERROR;
+	c->kind = KIND_NO_SUCCESSOR;
+	cells_set_detail(c, "the cell ended without submitting the next cell "
+	    "with set_next_cell_code");
+}
+
+static void
+failed(struct agent *a, struct cell *c)
+{
+	char why[128];
+
+	a->failures++;
+	a->failed = c;
+	if (a->failures >= MAX_FAILURES) {
+		(void)snprintf(why, sizeof why, "stopping: %u consecutive failed "
+		    "cells (the last is cell %u)", a->failures, c->n);
+		stop(a, EXIT_FAILED, why);
+		return;
+	}
+	start_recovery(a);
+}
+
+static void
+a_finished(void *ctx, struct cell *c)
+{
+	struct agent *a = ctx;
+	int has = a->has_succ && a->succ_for == c->n;
+
+	if (c->status == CELL_OK && !has)
+		mark_no_successor(c);
+	show_result(a, c);
+	if (c->status == CELL_EXITED) {
+		stop(a, EXIT_OK, NULL);
+	} else if (c->status == CELL_INTERRUPTED) {
+		stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt or "
+		    "SystemExit: stopping");
+	} else if (c->status == CELL_OK) {
+		a->failures = 0;
+		run_cell(a, a->succ_code, a->succ_len, a->succ_summary, c->n);
+	} else {
+		failed(a, c);
+	}
+}
+
+static void
+recovery_done(void *ctx, const json_t *resp, const char *type,
+    const char *msg)
+{
+	struct agent *a = ctx;
+
+	(void)resp;
+	a->recovering = 0;
+	if (type != NULL)
+		log_warnx("repair request failed: %s: %s", type, msg);
+	if (type == NULL && a->has_succ && a->succ_for == a->recovery_for) {
+		run_cell(a, a->succ_code, a->succ_len, RECOVERY_SUMMARY, -1);
+		return;
+	}
+	if (type == NULL)
+		log_warnx("the model did not submit a repair cell");
+	failed(a, a->failed);
+}
+
+static const struct model_call_ops recovery_ops = {
+	NULL, NULL, recovery_done
+};
+
+static void
+start_recovery(struct agent *a)
+{
+	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
+	struct host_binding b;
+	char *text, *clean;
+	size_t n;
+
+	(void)json_object_update_new(rec, cells_json(a->failed));
+	text = json_dumps(rec, JSON_COMPACT);
+	json_decref(rec);
+	clean = text != NULL ? redact_string(a->red, text, strlen(text), &n) :
+	    NULL;
+	free(text);
+	if (clean == NULL) {
+		stop(a, EXIT_FAILED, "out of memory");
+		return;
+	}
+	params = json_pack("{s:s+}", "input", RECOVERY_PREFIX, clean);
+	free(clean);
+	clear_successor(a);
+	a->recovering = 1;
+	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
+	b = binding(a, a->recovery_for);
+	(void)model_call(a->model, params, 0, &b, &recovery_ops, a);
+	json_decref(params);
+}
+
+/* --- set-up ------------------------------------------------------------------ */
+
+static const char instructions_fmt[] =
+"You are an autonomous agent running inside agentz. You act only by writing "
+"Python: each cell you write runs in one persistent Python namespace (a "
+"separate worker process), and the code of the next cell is what you submit "
+"with the host tool set_next_cell_code from inside the current cell. The "
+"host never chooses actions; you write the loop.\n"
+"\n"
+"Your immutable identity: these instructions, the model (%s), reasoning "
+"effort of at least medium, and the two host tools set_next_cell_code and "
+"get_history_cells. The host enforces them on every request. Everything "
+"else is yours to adjust: the input and context you send, your own tools "
+"for call_me, your code and how you structure the work.\n"
+"\n"
+"The cell protocol:\n"
+"- call_me(input=..., **params) calls you again, like "
+"client.responses.create, and returns a Response (output_text, output, "
+"usage, to_dict()); call_me(..., stream=True) yields events. Tool calls to "
+"host tools are handled for you; any other tool call is handed back so a "
+"cell can run its own tool loop.\n"
+"- set_next_cell_code(code, summary) registers the complete code of the "
+"next cell (summary at most 256 characters). It only registers; exactly "
+"once per cell (a second call raises NextCellAlreadyScheduled in the "
+"cell), and only while the cell runs (later you get 'Cell N has "
+"finished'). A cell that ends without a successor is a failure.\n"
+"- get_history_cells(start, end) returns history[start:end] with Python "
+"slice semantics, the running cell included; with both null only "
+"{total}. In cells: CELL_INPUTS, CELL_OUTPUTS, get_last_error(), "
+"ENGINE_SOURCE, openai_docs, RUNTIME_INFO.\n"
+"- Do not mix host tool calls and your own tool calls in one parallel "
+"batch.\n"
+"\n"
+"Limits: each cell has a wall-clock timeout of %.0f s. At the deadline it "
+"gets KeyboardInterrupt; if it is still running %.0f s later, every "
+"thread's stack is dumped and the whole worker process tree is killed: "
+"the namespace is lost and a fresh worker runs the next cell, so keep "
+"important state in files. Memory is capped at %llu MiB (a MemoryError "
+"you can catch, or a kill reported as memory). A failed cell is followed "
+"by a repair cell you write from its record; three consecutive failures "
+"end the run. Side effects are never rolled back.\n"
+"\n"
+"Work directly: read and write files, use the network, run commands, "
+"install what you need, without waiting for approval. Never print, log or "
+"send secrets such as API keys; printed secrets are redacted anyway.\n"
+"Call quit() only when the user explicitly asks you to stop — not when "
+"the task is done, when you are idle, or when you are waiting for a "
+"reply: then keep going, or wait for input with input().\n";
+
+static char *
+make_instructions(const struct config *c)
+{
+	char *s;
+
+	if (asprintf(&s, instructions_fmt, c->model, c->cell_timeout, c->grace,
+	    (unsigned long long)(c->memory_limit >> 20)) < 0)
+		return NULL;
+	return s;
+}
+
+/* Cell 0, the only code the engine writes. */
+static char *
+first_cell(const char *task)
+{
+	json_t *lit = json_string("");
+	char *text, *code = NULL;
+
+	if (asprintf(&text, "%s\nSubmit the first Python cell.", task) < 0)
+		return NULL;
+	json_decref(lit);
+	lit = json_string(text);
+	free(text);
+	/* A JSON string without \u escapes above U+001F is a Python literal. */
+	text = lit != NULL ? json_dumps(lit, JSON_ENCODE_ANY) : NULL;
+	if (text != NULL && asprintf(&code, "response = call_me(input=%s)\n"
+	    "print(response.output_text)\n", text) < 0)
+		code = NULL;
+	free(text);
+	json_decref(lit);
+	return code;
+}
+
+static void
+a_fatal(void *ctx, const char *why)
+{
+	struct agent *a = ctx;
+	char buf[512];
+
+	(void)snprintf(buf, sizeof buf, "the worker cannot be started: %s", why);
+	stop(a, EXIT_WORKER, buf);
+}
+
+static void
+a_signal(int signo, void *ctx)
+{
+	struct agent *a = ctx;
+
+	if (signo == SIGCHLD) {
+		runner_reap_orphans(a->runner);
+		return;
+	}
+	log_warnx("%s: stopping", strsignal(signo));
+	loop_stop(a->loop, signo == SIGINT ? EXIT_SIGINT : 128 + signo);
+}
+
+static const struct runner_ops agent_runner_ops = {
+	a_output, a_finished, a_request, a_fatal
+};
+
+static int
+setup_model(struct agent *a)
+{
+	struct model_config mc;
+	const char *key = getenv("OPENAI_API_KEY");
+
+	if ((key == NULL || *key == '\0') &&
+	    strstr(a->cfg.base_url, "api.openai.com") != NULL) {
+		log_warnx("OPENAI_API_KEY is not set (in the environment or "
+		    "./.env), and the model is at %s", a->cfg.base_url);
+		return -1;
+	}
+	a->instructions = make_instructions(&a->cfg);
+	a->host = hosttools_new();
+	memset(&mc, 0, sizeof mc);
+	mc.base_url = a->cfg.base_url;
+	mc.api_key = key != NULL && *key != '\0' ? key : NULL;
+	mc.settings.model = a->cfg.model;
+	mc.settings.instructions = a->instructions;
+	mc.settings.service_tier = *a->cfg.service_tier != '\0' ?
+	    a->cfg.service_tier : NULL;
+	mc.settings.max_output_tokens = a->cfg.max_output_tokens;
+	mc.timeout_ms = (long)(a->cfg.request_timeout * 1000.0);
+	mc.max_retries = a->cfg.max_retries > 0 ? a->cfg.max_retries :
+	    HTTP_RETRIES_NONE;
+	mc.max_rounds = 64;
+	if (a->instructions == NULL || a->host == NULL)
+		return -1;
+	a->model = model_new(a->loop, &mc, a->host, a->red);
+	return a->model != NULL ? 0 : -1;
+}
+
+static int
+agent_run(struct agent *a, const char *wpath)
+{
+	struct runner_config rc;
+	char *code;
+
+	a->loop = loop_new();
+	a->red = redact_new();
+	if (a->loop == NULL || a->red == NULL ||
+	    redact_add_from_environ(a->red, environ) < 0 ||
+	    sig_setup(a->loop, a_signal, a) < 0)
+		fatal("agent: set-up");
+	if (setup_model(a) < 0)
+		return EXIT_USAGE;
+	runner_config_init(&rc, &a->cfg, wpath, isatty(0) ? 0 : -1);
+	rc.red = a->red;
+	a->runner = runner_new(a->loop, &rc, &agent_runner_ops, a);
+	if (a->runner == NULL || runner_start(a->runner) < 0) {
+		log_warn("cannot start %s", wpath);
+		return EXIT_WORKER;
+	}
+	code = first_cell(a->task);
+	if (code == NULL)
+		fatal("agent: first cell");
+	run_cell(a, code, strlen(code), "Ask the model for the first cell.",
+	    -1);
+	free(code);
+	return loop_run(a->loop);
+}
+
+static void
+agent_free(struct agent *a)
+{
+	model_free(a->model);
+	runner_free(a->runner);
+	hosttools_free(a->host);
+	redact_free(a->red);
+	loop_free(a->loop);
+	clear_successor(a);
+	free(a->instructions);
+	config_clear(&a->cfg);
+}
+
+int
+agent_main(int argc, char **argv)
+{
+	struct agent a;
+	char *wpath;
+	int rc;
+
+	memset(&a, 0, sizeof a);
+	rc = config_parse(&a.cfg, argc, argv, "agentz");
+	if (rc != 0) {
+		config_clear(&a.cfg);
+		return rc > 0 ? EXIT_OK : EXIT_USAGE;
+	}
+	log_init("agentz", a.cfg.verbose);
+	if (a.cfg.nargs != 1 || *a.cfg.args[0] == '\0') {
+		(void)fprintf(stderr, "agentz: give the task as one argument, "
+		    "e.g. agentz \"summarise README.md\" (see agentz --help)\n");
+		config_clear(&a.cfg);
+		return EXIT_USAGE;
+	}
+	a.task = a.cfg.args[0];
+	wpath = config_worker_path(&a.cfg);
+	if (wpath == NULL)
+		fatal("agent: worker path");
+	rc = agent_run(&a, wpath);
+	agent_free(&a);
+	free(wpath);
+	return rc;
+}

@@ -1,0 +1,382 @@
+/*
+ * hosttools.c - host tools, their stored outputs and continuation (see
+ * hosttools.h).
+ */
+#include "supervisor/hosttools.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "supervisor/history.h"
+
+static const char host_tools_json[] =
+"[{\"type\": \"function\", \"name\": \"set_next_cell_code\","
+" \"description\": \"Register the complete Python code of the next cell."
+" It runs after the current cell ends, in the same persistent namespace."
+" This only registers the code; it never executes it. Exactly once per"
+" cell: a second call raises NextCellAlreadyScheduled in the cell.\","
+" \"strict\": true,"
+" \"parameters\": {\"type\": \"object\", \"properties\": {"
+"  \"code\": {\"type\": \"string\", \"description\": \"The whole Python"
+" source of the next cell.\"},"
+"  \"summary\": {\"type\": \"string\", \"description\": \"What the cell"
+" does, at most 256 characters.\"}},"
+" \"required\": [\"code\", \"summary\"], \"additionalProperties\": false}},"
+" {\"type\": \"function\", \"name\": \"get_history_cells\","
+" \"description\": \"Return history[start:end] of the cell records (Python"
+" slice semantics: negative indices count from the end, out-of-range"
+" bounds are truncated), the running cell included with its output so"
+" far. With both null, only {total} is returned.\","
+" \"strict\": false,"
+" \"parameters\": {\"type\": \"object\", \"properties\": {"
+"  \"start\": {\"type\": [\"integer\", \"null\"]},"
+"  \"end\": {\"type\": [\"integer\", \"null\"]}}}}]";
+
+/* Tool calls that the caller, not the server or the host, must answer. */
+static const char *const external_types[] = {
+	"function_call", "custom_tool_call", "computer_call",
+	"local_shell_call", "shell_call", "apply_patch_call",
+	"mcp_approval_request", NULL
+};
+
+struct hosttools {
+	json_t *defs;
+	json_t *by_response;	/* response id -> [function_call_output] */
+	json_t *by_call;	/* call_id -> function_call_output item */
+};
+
+struct hosttools *
+hosttools_new(void)
+{
+	struct hosttools *h = calloc(1, sizeof *h);
+
+	if (h == NULL)
+		return NULL;
+	h->defs = json_loads(host_tools_json, 0, NULL);
+	h->by_response = json_object();
+	h->by_call = json_object();
+	if (h->defs == NULL || h->by_response == NULL || h->by_call == NULL) {
+		hosttools_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+void
+hosttools_free(struct hosttools *h)
+{
+	if (h == NULL)
+		return;
+	json_decref(h->defs);
+	json_decref(h->by_response);
+	json_decref(h->by_call);
+	free(h);
+}
+
+const json_t *
+hosttools_definitions(const struct hosttools *h)
+{
+	return h->defs;
+}
+
+static int
+is_host_call(const struct hosttools *h, const json_t *item)
+{
+	const char *type = json_string_value(json_object_get(item, "type"));
+	const char *name = json_string_value(json_object_get(item, "name"));
+	size_t i;
+	json_t *d;
+
+	if (type == NULL || strcmp(type, "function_call") != 0 || name == NULL)
+		return 0;
+	json_array_foreach(h->defs, i, d)
+		if (strcmp(name, json_string_value(json_object_get(d,
+		    "name"))) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+is_external_call(const struct hosttools *h, const json_t *item)
+{
+	const char *type = json_string_value(json_object_get(item, "type"));
+	size_t i;
+
+	for (i = 0; type != NULL && external_types[i] != NULL; i++)
+		if (strcmp(type, external_types[i]) == 0)
+			return !is_host_call(h, item);
+	return 0;
+}
+
+__attribute__((format(printf, 1, 2))) static char *
+msg(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return rc < 0 ? NULL : s;
+}
+
+/* Unicode code points in a UTF-8 string. */
+static size_t
+utf8_chars(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s != '\0'; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+/* set_next_cell_code: the tool output, or NULL + *err for HOST_ABORT. */
+static char *
+run_submit(const json_t *args, const struct host_binding *b, char **err)
+{
+	const json_t *code = json_object_get(args, "code");
+	const char *summary = json_string_value(json_object_get(args,
+	    "summary"));
+	char buf[160];
+
+	if (!json_is_string(code) || summary == NULL)
+		return strdup("Error: set_next_cell_code needs string arguments "
+		    "code and summary");
+	if (utf8_chars(summary) > SUMMARY_MAX) {
+		(void)snprintf(buf, sizeof buf, "Error: summary must be at most "
+		    "%d characters (got %zu); nothing was registered",
+		    SUMMARY_MAX, utf8_chars(summary));
+		return strdup(buf);
+	}
+	switch (b->submit(b->ctx, b->cell, json_string_value(code),
+	    json_string_length(code), summary)) {
+	case SUBMIT_OK:
+		(void)snprintf(buf, sizeof buf, "Registered as the next cell; it "
+		    "runs after cell %u ends.", b->cell);
+		return strdup(buf);
+	case SUBMIT_ALREADY:
+		(void)snprintf(buf, sizeof buf, "cell %u already has a successor;"
+		    " the first one is kept", b->cell);
+		*err = strdup(buf);
+		return NULL;
+	case SUBMIT_INACTIVE:
+	default:
+		(void)snprintf(buf, sizeof buf, "Cell %u has finished", b->cell);
+		return strdup(buf);
+	}
+}
+
+static char *
+run_history(const json_t *args, const struct host_binding *b)
+{
+	char *err = NULL, *s;
+	json_t *res = history_slice(b->history, args, &err);
+
+	if (res == NULL) {
+		s = msg("Error: %s", err != NULL ? err : "bad arguments");
+		free(err);
+		return s;
+	}
+	s = json_dumps(res, JSON_COMPACT);
+	json_decref(res);
+	return s;
+}
+
+/* Runs one host call; returns its output text, or NULL + *err to abort. */
+static char *
+run_call(const json_t *item, const struct host_binding *b, char **err)
+{
+	const char *name = json_string_value(json_object_get(item, "name"));
+	const char *argstr = json_string_value(json_object_get(item,
+	    "arguments"));
+	json_error_t je;
+	json_t *args = argstr != NULL && *argstr != '\0' ?
+	    json_loads(argstr, 0, &je) : json_object();
+	char *out;
+
+	if (!json_is_object(args)) {
+		json_decref(args);
+		return msg("Error: the arguments of %s are not a JSON object",
+		    name);
+	}
+	if (strcmp(name, "set_next_cell_code") == 0)
+		out = run_submit(args, b, err);
+	else
+		out = run_history(args, b);
+	json_decref(args);
+	return out;
+}
+
+static void
+store(struct hosttools *h, const char *resp_id, const char *call_id,
+    json_t *item)
+{
+	json_t *list = json_object_get(h->by_response, resp_id);
+
+	if (list == NULL) {
+		list = json_array();
+		(void)json_object_set_new(h->by_response, resp_id, list);
+	}
+	(void)json_array_append(list, item);
+	(void)json_object_set(h->by_call, call_id, item);
+}
+
+static json_t *
+output_item(const char *call_id, const char *text)
+{
+	return json_pack("{s:s, s:s, s:s}", "type", "function_call_output",
+	    "call_id", call_id, "output", text);
+}
+
+enum host_verdict
+hosttools_handle(struct hosttools *h, const json_t *response,
+    const struct host_binding *b, const struct redact *red,
+    json_t **outputs, char **err)
+{
+	const char *rid = json_string_value(json_object_get(response, "id"));
+	const char *cid;
+	int hosts = 0, external = 0;
+	json_t *item, *out;
+	char *text, *clean;
+	size_t i, clen;
+
+	*outputs = json_array();
+	*err = NULL;
+	json_array_foreach(json_object_get(response, "output"), i, item) {
+		external += is_external_call(h, item);
+		if (!is_host_call(h, item))
+			continue;
+		hosts++;
+		cid = json_string_value(json_object_get(item, "call_id"));
+		text = run_call(item, b, err);
+		if (text == NULL)
+			return HOST_ABORT;
+		clean = red != NULL ? redact_string(red, text, strlen(text),
+		    &clen) : NULL;
+		out = output_item(cid != NULL ? cid : "", clean ? clean : text);
+		free(text);
+		free(clean);
+		(void)json_array_append(*outputs, out);
+		if (rid != NULL && cid != NULL)
+			store(h, rid, cid, out);
+		json_decref(out);
+	}
+	if (external > 0)
+		return HOST_EXTERNAL;
+	return hosts > 0 ? HOST_ONLY : HOST_NO_CALLS;
+}
+
+/* input as an array: a string is one user message. New reference. */
+static json_t *
+input_array(const json_t *input)
+{
+	if (json_is_array(input))
+		return json_deep_copy(input);
+	if (json_is_string(input))
+		return json_pack("[{s:s, s:O}]", "role", "user", "content",
+		    input);
+	return json_array();
+}
+
+json_t *
+hosttools_continuation(const json_t *input, const json_t *response,
+    const json_t *outputs)
+{
+	json_t *next = input_array(input), *item, *copy;
+	const char *type;
+	size_t i;
+
+	json_array_foreach(json_object_get(response, "output"), i, item) {
+		copy = json_deep_copy(item);
+		type = json_string_value(json_object_get(item, "type"));
+		/* status is output-only on function_call items */
+		if (type != NULL && strcmp(type, "function_call") == 0)
+			(void)json_object_del(copy, "status");
+		(void)json_array_append_new(next, copy);
+	}
+	(void)json_array_extend(next, (json_t *)(uintptr_t)outputs);
+	return next;
+}
+
+static const char *
+item_str(const json_t *item, const char *key)
+{
+	return json_string_value(json_object_get(item, key));
+}
+
+static int
+is_type(const json_t *item, const char *type)
+{
+	const char *t = item_str(item, "type");
+
+	return t != NULL && strcmp(t, type) == 0;
+}
+
+/* call_ids whose outputs the host provides for this input. */
+static json_t *
+host_ids(struct hosttools *h, const json_t *prev, const json_t *input)
+{
+	json_t *ids = json_object(), *item;
+	const char *cid;
+	size_t i;
+
+	json_array_foreach(prev, i, item)
+		(void)json_object_set_new(ids, item_str(item, "call_id"),
+		    json_true());
+	json_array_foreach(input, i, item) {
+		cid = item_str(item, "call_id");
+		if (is_type(item, "function_call") && cid != NULL &&
+		    json_object_get(h->by_call, cid) != NULL)
+			(void)json_object_set_new(ids, cid, json_true());
+	}
+	return ids;
+}
+
+void
+hosttools_fill(struct hosttools *h, json_t *body)
+{
+	const char *prev_id = item_str(body, "previous_response_id");
+	json_t *prev = prev_id != NULL ? json_object_get(h->by_response,
+	    prev_id) : NULL;
+	json_t *input, *ids, *added, *next, *item, *stored;
+	const char *cid;
+	size_t i;
+
+	input = input_array(json_object_get(body, "input"));
+	ids = host_ids(h, prev, input);
+	if (json_object_size(ids) == 0) {
+		json_decref(input);
+		json_decref(ids);
+		return;
+	}
+	next = json_array();
+	added = json_object();
+	json_array_foreach(prev, i, item) {
+		(void)json_array_append(next, item);
+		(void)json_object_set_new(added, item_str(item, "call_id"),
+		    json_true());
+	}
+	json_array_foreach(input, i, item) {
+		cid = item_str(item, "call_id");
+		if (is_type(item, "function_call_output") && cid != NULL &&
+		    json_object_get(ids, cid) != NULL)
+			continue;	/* replaced by the host's own output */
+		(void)json_array_append(next, item);
+		stored = cid != NULL ? json_object_get(h->by_call, cid) : NULL;
+		if (is_type(item, "function_call") && stored != NULL &&
+		    json_object_get(added, cid) == NULL) {
+			(void)json_array_append(next, stored);
+			(void)json_object_set_new(added, cid, json_true());
+		}
+	}
+	(void)json_object_set_new(body, "input", next);
+	json_decref(input);
+	json_decref(ids);
+	json_decref(added);
+}
