@@ -428,7 +428,8 @@ input_stop(struct runner *r)
 static int
 input_try_answer(struct runner *r)
 {
-	uint8_t *nl = memchr(r->inbuf.data, '\n', r->inbuf.len);
+	uint8_t *nl = r->inbuf.len > 0 ? memchr(r->inbuf.data, '\n',
+	    r->inbuf.len) : NULL;
 	size_t n;
 
 	if (nl == NULL && !r->input_eof)
