@@ -80,7 +80,8 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all check unit integ demo bench fuzz lint check-headers clean
+.PHONY: all check unit integ demo bench fuzz lint check-headers clean \
+	verify-units install
 all: $(O)/agentz $(O)/agentz-worker
 
 $(O)/%.o: %.c
@@ -157,7 +158,21 @@ check-headers:
 	    $(CC) -std=c11 $(CPPFLAGS) $(WARN) $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK)) \
 		-fsyntax-only -x c $$h || exit 1; done
 
-lint: check-headers
+# systemd-analyze verify wants ExecStart to exist: check a copy that
+# points at this build.
+verify-units: all
+	@mkdir -p $(O)/systemd
+	sed 's|/usr/local/bin/agentz|$(CURDIR)/$(O)/agentz|' \
+	    systemd/agentz@.service > $(O)/systemd/agentz@lint.service
+	systemd-analyze verify $(O)/systemd/agentz@lint.service
+
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/systemd/system
+	install -m 755 $(O)/agentz $(O)/agentz-worker $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 systemd/agentz@.service $(DESTDIR)/etc/systemd/system/
+
+lint: check-headers verify-units
 	cppcheck --enable=warning,style,performance,portability --std=c11 \
 	    --error-exitcode=1 --inline-suppr --suppress=missingIncludeSystem \
 	    -q -I. supervisor worker proto sandbox common

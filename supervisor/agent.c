@@ -26,6 +26,7 @@ extern char **environ;
 #include "supervisor/hosttools.h"
 #include "supervisor/http.h"
 #include "supervisor/model.h"
+#include "supervisor/notify.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
 #include "supervisor/sig.h"
@@ -278,6 +279,8 @@ run_cell(struct agent *a, const char *code, size_t len, const char *summary,
 	}
 	if (a->cfg.verbose)
 		show_code(c);
+	notify_status("cell %u: %s", c->n,
+	    c->summary != NULL ? c->summary : "");
 }
 
 /* The record of a cell that ended normally without a successor. */
@@ -523,8 +526,9 @@ setup_model(struct agent *a)
 static int
 agent_run(struct agent *a, const char *wpath)
 {
-	struct runner_config rc;
+	struct runner_config rcfg;
 	char *code;
+	int rc;
 
 	a->loop = loop_new();
 	a->red = redact_new();
@@ -534,9 +538,10 @@ agent_run(struct agent *a, const char *wpath)
 		fatal("agent: set-up");
 	if (setup_model(a) < 0)
 		return EXIT_USAGE;
-	runner_config_init(&rc, &a->cfg, wpath, isatty(0) ? 0 : -1);
-	rc.red = a->red;
-	a->runner = runner_new(a->loop, &rc, &agent_runner_ops, a);
+	notify_init(a->loop);
+	runner_config_init(&rcfg, &a->cfg, wpath, 0);
+	rcfg.red = a->red;
+	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
 	if (a->runner == NULL || runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;
@@ -547,7 +552,10 @@ agent_run(struct agent *a, const char *wpath)
 	run_cell(a, code, strlen(code), "Ask the model for the first cell.",
 	    -1);
 	free(code);
-	return loop_run(a->loop);
+	notify_ready();
+	rc = loop_run(a->loop);
+	notify_stopping();
+	return rc;
 }
 
 static void

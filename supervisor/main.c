@@ -18,6 +18,7 @@
 #include "supervisor/config.h"
 #include "supervisor/dotenv.h"
 #include "supervisor/exec.h"
+#include "supervisor/notify.h"
 
 static void
 usage(FILE *f)
@@ -48,6 +49,7 @@ main(int argc, char **argv)
 	}
 	if (dotenv_load(".env") < 0)
 		return EXIT_USAGE;
+	notify_load_credentials();
 	if (strcmp(argv[1], "exec") == 0)
 		return exec_main(argc - 1, argv + 1);
 	return agent_main(argc, argv);
