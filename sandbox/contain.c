@@ -11,7 +11,6 @@
  */
 #include "sandbox/contain.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -386,6 +385,16 @@ contain_stats(struct contain *c, struct contain_stats *st)
 	}
 }
 
+/* Is the current generation's group empty (no task left to kill)? */
+static int
+group_empty(struct contain *c)
+{
+	char buf[64];
+
+	return read_file(c->cur[0], "cgroup.procs", buf, sizeof buf) == 0 &&
+	    buf[0] == '\0';
+}
+
 void
 contain_release(struct contain *c)
 {
@@ -393,7 +402,8 @@ contain_release(struct contain *c)
 
 	if (!c->have_cur)
 		return;
-	(void)contain_kill(c);
+	if (!group_empty(c))
+		(void)contain_kill(c);
 	for (i = 0; i < ncontrollers(c); i++)
 		(void)rmdir(c->cur[i]);	/* EBUSY until the last task is gone */
 	c->have_cur = 0;
@@ -421,43 +431,67 @@ contain_subreaper(void)
 	return prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
+/* The state letter of pid from /proc/<pid>/stat, or 0. */
+static char
+proc_state(long pid)
+{
+	char path[64], buf[512], *rp, state = 0;
+	ssize_t len;
+	int fd;
+
+	(void)snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof buf - 1);
+	(void)close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	rp = strrchr(buf, ')');
+	if (rp == NULL || sscanf(rp + 1, " %c", &state) != 1)
+		return 0;
+	return state;
+}
+
 /*
- * Our children other than keep, from /proc: with kill set, every one is
- * SIGKILLed; without, only zombies are collected. Their pids go to out
- * (at most max). Returns how many were found.
+ * Our children other than keep, from /proc/self/task/<pid>/children (the
+ * supervisor forks and reaps from its main thread only, and orphans are
+ * reparented to it): with kill set, every one is SIGKILLed; without, only
+ * zombies are collected. Their pids go to out (at most max). Returns how
+ * many were found.
  */
 static int
 scan_children(pid_t keep, int kill_them, pid_t *out, int max)
 {
-	char path[64], buf[512], *rp, state;
-	struct dirent *de;
-	long pid, ppid;
+	char path[64], buf[16384], *p, *end;
 	pid_t self = getpid();
-	DIR *d = opendir("/proc");
-	int n = 0, fd;
 	ssize_t len;
+	long pid;
+	int fd, n = 0;
 
-	while (d != NULL && n < max && (de = readdir(d)) != NULL) {
-		pid = strtol(de->d_name, NULL, 10);
-		if (pid <= 0 || pid == keep)
-			continue;
-		(void)snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		len = read(fd, buf, sizeof buf - 1);
-		(void)close(fd);
-		rp = len > 0 ? (buf[len] = '\0', strrchr(buf, ')')) : NULL;
-		if (rp == NULL || sscanf(rp + 1, " %c %ld", &state, &ppid) != 2 ||
-		    ppid != self || (!kill_them && state != 'Z'))
+	(void)snprintf(path, sizeof path, "/proc/%ld/task/%ld/children",
+	    (long)self, (long)self);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof buf - 1);
+	(void)close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	for (p = buf; n < max; p = end) {
+		pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (pid <= 0 || pid == keep ||
+		    (!kill_them && proc_state(pid) != 'Z'))
 			continue;
 		/* An unreaped child of ours: its pid cannot be reused. */
 		if (kill_them)
 			(void)kill((pid_t)pid, SIGKILL);
 		out[n++] = (pid_t)pid;
 	}
-	if (d != NULL)
-		(void)closedir(d);
 	return n;
 }
 

@@ -240,9 +240,11 @@ add_limits(json_t *o, const struct cell *c)
 	    json_null() : json_string(c->namespace_lost ? "lost" : "kept"));
 	(void)json_object_set_new(o, "stack", jcstr(c->stack));
 	if (c->timeout_stage != NULL)
-		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f}",
-		    "stage", c->timeout_stage, "deadline_to_ready_ms",
-		    c->deadline_to_ready_ms));
+		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f, "
+		    "s:o}", "stage", c->timeout_stage, "deadline_to_ready_ms",
+		    c->deadline_to_ready_ms, "kill_to_ready_ms",
+		    c->kill_to_ready_ms > 0 ? json_real(c->kill_to_ready_ms) :
+		    json_null()));
 }
 
 json_t *

@@ -59,6 +59,7 @@ struct cell {
 	/* limits */
 	const char *timeout_stage;	/* NULL, "interrupted" or "killed" */
 	double deadline_to_ready_ms;	/* deadline -> DONE or fresh worker */
+	double kill_to_ready_ms;	/* SIGKILL -> fresh worker ready */
 	char *stack;			/* every thread's stack at the kill */
 	int namespace_lost;		/* the worker died: state is gone */
 };

@@ -30,6 +30,7 @@ struct call {
 	struct sse *sse;
 	struct response *resp;
 	char *held;		/* the terminal event, until we know */
+	int sse_err;		/* why sse_feed gave up, 0 if it did not */
 	size_t held_len;
 	unsigned rounds;
 	struct call *next;
@@ -196,6 +197,8 @@ on_data(void *ctx, const char *p, size_t n)
 	struct call *c = ctx;
 	int rc = sse_feed(c->sse, p, n);
 
+	if (rc < 0)
+		c->sse_err = rc;
 	return rc < 0 ? -1 : 0;
 }
 
@@ -269,6 +272,14 @@ on_done(void *ctx, const struct http_result *r)
 		http_failed(c, r);
 		return;
 	}
+	if (c->sse_err != 0) {
+		char buf[256];
+
+		(void)snprintf(buf, sizeof buf, "the model stream was abandoned: "
+		    "%s", sse_strerror(c->sse_err));
+		finish(c, NULL, "ModelError", buf);
+		return;
+	}
 	partial = sse_finish(c->sse) == SSE_PARTIAL;
 	if (response_finish(c->resp, partial) < 0) {
 		char buf[768];
@@ -296,6 +307,7 @@ start_round(struct call *c)
 	response_free(c->resp);
 	free(c->held);
 	c->held = NULL;
+	c->sse_err = 0;
 	c->sse = sse_new(on_sse, c, SSE_MAX_EVENT_DEFAULT);
 	c->resp = response_new();
 	body = json_dumps(c->body, JSON_COMPACT);

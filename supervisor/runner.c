@@ -22,7 +22,8 @@
 
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
-#define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL */
+#define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL, at most */
+#define DUMP_QUIET_MS 5		/* ... or this long after the dump arrived */
 
 struct runner {
 	struct loop *loop;
@@ -38,7 +39,7 @@ struct runner {
 	uint64_t respawn_timer;
 	/* the running cell's deadline */
 	uint64_t deadline_timer, stage_timer;
-	uint64_t deadline_us;
+	uint64_t deadline_us, kill_us;
 	uint64_t cpu0_us;
 	/* a cell whose worker died, finished once a fresh one is ready */
 	struct cell *dead;
@@ -64,8 +65,10 @@ static void w_death(struct worker *w, const struct worker_death *d,
 static void cancel_deadline(struct runner *r);
 static void finish_dead(struct runner *r);
 
+static void w_stack(struct worker *w, void *ctx);
+
 static const struct worker_ops runner_worker_ops = {
-	w_ready, w_output, w_done, w_request, w_death
+	w_ready, w_output, w_done, w_request, w_death, w_stack
 };
 
 void
@@ -175,7 +178,7 @@ runner_containment(const struct runner *r)
 void
 runner_reap_orphans(struct runner *r)
 {
-	(void)contain_reap(worker_pid(r->w));
+	(void)contain_reap(worker_child_pid(r->w));
 }
 
 static void on_deadline(struct loop *l, void *ctx);
@@ -224,7 +227,24 @@ on_kill(struct loop *l, void *ctx)
 
 	(void)l;
 	r->stage_timer = 0;
+	r->kill_us = loop_now_us();
 	worker_kill(r->w, NULL);
+}
+
+/* The dump is written from a signal handler in one go: once bytes came,
+ * a short quiet period is enough before the kill. */
+static void
+w_stack(struct worker *w, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)w;
+	if (r->stage_timer == 0 || r->current == NULL ||
+	    r->current->timeout_stage == NULL ||
+	    strcmp(r->current->timeout_stage, "killed") != 0)
+		return;
+	loop_timer_cancel(r->loop, r->stage_timer);
+	r->stage_timer = loop_timer(r->loop, DUMP_QUIET_MS, on_kill, r);
 }
 
 static void
@@ -632,9 +652,12 @@ finish_dead(struct runner *r)
 	if (c == NULL)
 		return;
 	r->dead = NULL;
-	if (c->timeout_stage != NULL)
+	if (c->timeout_stage != NULL) {
 		c->deadline_to_ready_ms = (double)(loop_now_us() -
 		    r->deadline_us) / 1000.0;
+		c->kill_to_ready_ms = (double)(loop_now_us() - r->kill_us) /
+		    1000.0;
+	}
 	r->ops.finished(r->ctx, c);
 }
 

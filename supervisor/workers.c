@@ -99,6 +99,12 @@ worker_pid(const struct worker *w)
 	return w->wpid;
 }
 
+pid_t
+worker_child_pid(const struct worker *w)
+{
+	return w->pid;
+}
+
 unsigned
 worker_generation(const struct worker *w)
 {
@@ -518,8 +524,11 @@ dump_event(struct loop *l, int fd, short revents, void *ctx)
 {
 	struct worker *w = ctx;
 
-	(void)revents;
+	size_t before = w->stack.len;
+
 	read_dump(w);
+	if (w->stack.len > before && w->ops.stack != NULL)
+		w->ops.stack(w, w->ctx);
 	if (revents & POLLHUP) {
 		loop_unwatch(l, fd);
 		(void)close(fd);
@@ -560,6 +569,8 @@ reap(struct worker *w, int options)
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return;		/* pidfd readable but not yet waitable */
+	if (r < 0)
+		log_warn("reaping worker %ld", (long)w->pid);
 	/* With a namespace init, the worker's own status came by pipe. */
 	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;

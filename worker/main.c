@@ -204,6 +204,7 @@ main(int argc, char **argv)
 	chan_init(WORKER_CHAN_FD, c.max_frame);
 	if (chan_start() < 0 || send_ready(version, &c, lims) < 0)
 		return WEXIT_CHANNEL;
+	py_preload();
 	serve();
 	(void)fflush(NULL);
 	_exit(WEXIT_OK);

@@ -19,6 +19,12 @@
 int py_init(const char *argv0, const char **version);
 
 /*
+ * After READY: imports what an interrupted or failing cell needs
+ * (traceback), so that path does not pay for it.
+ */
+void py_preload(void);
+
+/*
  * Runs one cell in the persistent namespace. Fills out->status,
  * exception_type and traceback (malloc'ed, caller msg_clears the DONE).
  * Never fails: an internal error is reported as a cell error.

@@ -109,3 +109,13 @@ py_run_cell(uint32_t cell, const struct bytes *code, struct msg_done *out)
 	}
 	Py_DECREF(res);
 }
+
+void
+py_preload(void)
+{
+	PyObject *m = PyImport_ImportModule("traceback");
+
+	if (m == NULL)
+		PyErr_Clear();
+	Py_XDECREF(m);
+}
