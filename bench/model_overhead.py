@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Supervisor overhead per model call (make bench).
+
+A local test model server streams the same long response (>= 10 MB of SSE,
+many small output_text deltas) twice: once to `curl -N` writing to
+/dev/null, once through agentz's call_me (HTTP + SSE parse + response
+assembly + redaction + the reply to the worker). Side by side: wall time
+and CPU time. The supervisor's CPU is read from /proc/<agentz>/stat while
+the run ends (the worker's CPU is not counted: it is another process).
+Target: agentz within 1.5x of curl's CPU time.
+
+usage: bench/model_overhead.py [BUILD_DIR] [--mb N] [--runs N]
+"""
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integ"))
+from model_server import ModelServer  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def run_curl(url, body):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(["curl", "-sS", "-N", "-o", "/dev/null", "-H",
+                    "Content-Type: application/json", "--data-binary", body, url],
+                   check=True, timeout=300)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def run_agentz(build, base_url, work):
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    t0 = time.perf_counter()
+    p = subprocess.Popen([os.path.join(build, "agentz"), "--base-url", base_url,
+                          "bench"], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    last = 0.0
+    done = threading.Event()
+
+    def sample():
+        nonlocal last
+        while not done.is_set():
+            try:
+                last = proc_cpu(p.pid)
+            except (OSError, IndexError):
+                return
+            time.sleep(0.005)
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        rc = p.wait(timeout=300)
+    finally:
+        done.set()
+        t.join()
+    wall = time.perf_counter() - t0
+    if rc != 0:
+        raise RuntimeError(f"agentz exited {rc}: {p.stderr.read().decode()[-500:]}")
+    return wall, last
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--mb", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
+    big = {"kind": "big", "mb": a.mb, "delta_size": 16}
+    # agentz: cell 0 gets cell 1, whose call_me receives the big stream
+    # (without printing it: only the model call is measured), then quits.
+    cell1 = ("r = call_me(input='big-run')\nprint(len(r.output_text))\n"
+             "quit()\n")
+    # curl's turns first: the unmatched "ok" turns would take its requests
+    turns = [dict(big, match="curl-run") for _ in range(a.runs)]
+    for _ in range(a.runs):
+        turns += [{"match": "Submit the first Python cell",
+                   "next_cell": {"code": cell1, "summary": "big call"}},
+                  {"text": "ok"}, dict(big, match="big-run")]
+    with ModelServer(turns) as srv, tempfile.TemporaryDirectory() as work:
+        rows_a, rows_c = [], []
+        for _ in range(a.runs):
+            rows_c.append(run_curl(srv.base_url + "/responses",
+                                   '{"stream": true, "input": "curl-run"}'))
+        for _ in range(a.runs):
+            rows_a.append(run_agentz(a.build, srv.base_url, work))
+    stream_mb = a.mb
+    print(f"Model call overhead: one streamed response of ~{stream_mb} MB of "
+          f"output_text deltas (16-byte deltas) plus its done events")
+    print(f"{'':34}{'wall (median)':>16}{'CPU (median)':>16}")
+    cw = statistics.median(r[0] for r in rows_c)
+    cc = statistics.median(r[1] for r in rows_c)
+    aw = statistics.median(r[0] for r in rows_a)
+    ac = statistics.median(r[1] for r in rows_a)
+    print(f"  {'curl -N > /dev/null':<32}{cw:>14.3f} s{cc:>14.3f} s")
+    print(f"  {'agentz call_me (supervisor)':<32}{aw:>14.3f} s{ac:>14.3f} s")
+    ratio = ac / cc if cc > 0 else float("inf")
+    print(f"  {'PASS' if ratio <= 1.5 else 'MISS'}  supervisor CPU / curl CPU = "
+          f"{ratio:.2f}x   target <= 1.5x  (agentz wall includes starting the "
+          f"worker and running two cells)")
+
+
+main()
