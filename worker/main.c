@@ -167,12 +167,12 @@ serve(void)
 {
 	struct msg m, done;
 
-	while (chan_wait_exec(&m)) {
+	while (py_wait_exec(&m)) {
 		memset(&done, 0, sizeof done);
 		done.type = MSG_DONE;
 		py_run_cell(m.u.exec.cell, &m.u.exec.code, &done.u.done);
 		msg_clear(&m);
-		if (chan_send(&done) < 0)
+		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
 		msg_clear(&done);
 	}

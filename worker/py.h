@@ -19,6 +19,13 @@
 int py_init(const char *argv0, const char **version);
 
 /*
+ * chan_wait_exec / chan_send with the GIL released, so that the cells'
+ * threads keep running between cells and while a DONE is being written.
+ */
+int py_wait_exec(struct msg *m);
+int py_send(const struct msg *m);
+
+/*
  * After READY: imports what an interrupted or failing cell needs
  * (traceback), so that path does not pay for it.
  */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/chan.h"
 #include "worker/py.h"
 
 static void
@@ -118,4 +119,26 @@ py_preload(void)
 	if (m == NULL)
 		PyErr_Clear();
 	Py_XDECREF(m);
+}
+
+int
+py_wait_exec(struct msg *m)
+{
+	int rc;
+
+	Py_BEGIN_ALLOW_THREADS
+	rc = chan_wait_exec(m);
+	Py_END_ALLOW_THREADS
+	return rc;
+}
+
+int
+py_send(const struct msg *m)
+{
+	int rc;
+
+	Py_BEGIN_ALLOW_THREADS
+	rc = chan_send(m);
+	Py_END_ALLOW_THREADS
+	return rc;
 }
