@@ -30,6 +30,7 @@ extern char **environ;
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
 #include "supervisor/sig.h"
+#include "supervisor/tui.h"
 
 #define MAX_FAILURES 3
 #define RECOVERY_SUMMARY \
@@ -164,6 +165,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	char *s, *clean;
 	size_t n;
 
+	tui_set_total(model_total_tokens(a->model));
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
 	} else if (same_worker(p)) {
@@ -179,8 +181,15 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	free(p);
 }
 
+static void
+call_progress(void *ctx, size_t delta_bytes)
+{
+	(void)ctx;
+	tui_set_streaming(delta_bytes);
+}
+
 static const struct model_call_ops call_ops = {
-	call_event, NULL, call_done
+	call_event, call_progress, call_done
 };
 
 static void
@@ -281,6 +290,7 @@ run_cell(struct agent *a, const char *code, size_t len, const char *summary,
 		show_code(c);
 	notify_status("cell %u: %s", c->n,
 	    c->summary != NULL ? c->summary : "");
+	tui_set_cell(c->n, c->summary);
 }
 
 /* The record of a cell that ended normally without a successor. */
@@ -339,6 +349,7 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 
 	(void)resp;
 	a->recovering = 0;
+	tui_set_total(model_total_tokens(a->model));
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
 	if (type == NULL && a->has_succ && a->succ_for == a->recovery_for) {
@@ -351,7 +362,7 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 }
 
 static const struct model_call_ops recovery_ops = {
-	NULL, NULL, recovery_done
+	NULL, call_progress, recovery_done
 };
 
 static void
@@ -539,6 +550,8 @@ agent_run(struct agent *a, const char *wpath)
 	if (setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
+	if (tui_init(a->loop, 1))
+		(void)atexit(tui_end);
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
 	rcfg.red = a->red;
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
@@ -554,6 +567,7 @@ agent_run(struct agent *a, const char *wpath)
 	free(code);
 	notify_ready();
 	rc = loop_run(a->loop);
+	tui_end();
 	notify_stopping();
 	return rc;
 }

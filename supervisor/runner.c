@@ -19,6 +19,7 @@
 #include "sandbox/seccomp.h"
 #include "supervisor/history.h"
 #include "supervisor/procstat.h"
+#include "supervisor/tui.h"
 
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -439,6 +440,8 @@ reply_error(struct runner *r, uint64_t id, const char *type,
 static void
 input_stop(struct runner *r)
 {
+	if (r->input_id != 0)
+		tui_pause(0);
 	r->input_id = 0;
 	if (r->cfg.input_fd >= 0)
 		loop_unwatch(r->loop, r->cfg.input_fd);
@@ -502,6 +505,7 @@ serve_input(struct runner *r, const struct msg_request *q)
 		if (prompt != NULL && *prompt != '\0')
 			w_output(r->w, 1, prompt, strlen(prompt), r);
 		r->input_id = q->id;
+		tui_pause(1);
 		if (!input_try_answer(r) && loop_watch(r->loop,
 		    r->cfg.input_fd, POLLIN, input_event, r) < 0) {
 			reply_error(r, q->id, "EOFError", "cannot read input");

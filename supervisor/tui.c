@@ -1,0 +1,180 @@
+/*
+ * tui.c - status bar under a scroll region (see tui.h).
+ *
+ * Redraws save the cursor, draw the bar on the last row and restore the
+ * cursor, so output above keeps scrolling where it was. SIGWINCH is
+ * noticed by comparing the window size on every frame (0.1 s), which
+ * needs no signal handling at all.
+ */
+#include "supervisor/tui.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define FRAME_MS 100
+
+static struct {
+	struct loop *loop;
+	int fd, active, paused;
+	unsigned rows, cols;
+	unsigned tick;
+	unsigned cell;
+	char summary[160];
+	size_t streaming;	/* delta bytes of the current request */
+	long long total;
+} tui;
+
+static void
+put(const char *s, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(tui.fd, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static int
+window(unsigned *rows, unsigned *cols)
+{
+	struct winsize ws;
+
+	if (ioctl(tui.fd, TIOCGWINSZ, &ws) < 0 || ws.ws_row < 3)
+		return -1;
+	*rows = ws.ws_row;
+	*cols = ws.ws_col;
+	return 0;
+}
+
+/* The scroll region is every row but the last. */
+static void
+set_region(void)
+{
+	char b[64];
+	int n = snprintf(b, sizeof b, "\0337\033[1;%ur\0338", tui.rows - 1);
+
+	put(b, (size_t)n);
+}
+
+static void
+draw(void)
+{
+	static const char spin[] = "|/-\\";
+	char bar[512], frame[700], tokens[64];
+	int n;
+
+	if (tui.streaming > 0)
+		(void)snprintf(tokens, sizeof tokens, "request ~%zu tokens, ",
+		    tui.streaming / 4);
+	else
+		tokens[0] = '\0';
+	(void)snprintf(bar, sizeof bar, " %c cell %u: %s | %stotal %lld "
+	    "tokens", spin[tui.tick % 4], tui.cell, tui.summary, tokens,
+	    tui.total);
+	if (strlen(bar) > tui.cols)
+		bar[tui.cols] = '\0';
+	n = snprintf(frame, sizeof frame, "\0337\033[%u;1H\033[2K\033[7m%s"
+	    "\033[0m\0338", tui.rows, bar);
+	put(frame, (size_t)n);
+}
+
+static void
+frame_tick(struct loop *l, void *ctx)
+{
+	unsigned rows, cols;
+
+	(void)ctx;
+	if (!tui.active)
+		return;
+	tui.tick++;
+	if (window(&rows, &cols) == 0 && (rows != tui.rows ||
+	    cols != tui.cols)) {
+		tui.rows = rows;
+		tui.cols = cols;
+		set_region();
+	}
+	if (!tui.paused)
+		draw();
+	(void)loop_timer(l, FRAME_MS, frame_tick, NULL);
+}
+
+int
+tui_init(struct loop *l, int fd)
+{
+	const char *term = getenv("TERM");
+
+	tui.fd = fd;
+	if (!isatty(fd) || term == NULL || strcmp(term, "dumb") == 0 ||
+	    window(&tui.rows, &tui.cols) < 0)
+		return 0;
+	tui.loop = l;
+	tui.active = 1;
+	put("\n", 1);		/* room for the bar below the cursor */
+	set_region();
+	draw();
+	(void)loop_timer(l, FRAME_MS, frame_tick, NULL);
+	return 1;
+}
+
+void
+tui_end(void)
+{
+	char b[64];
+	int n;
+
+	if (!tui.active)
+		return;
+	tui.active = 0;
+	/* drop the region, clear the bar, cursor back above it */
+	n = snprintf(b, sizeof b, "\0337\033[r\033[%u;1H\033[2K\0338",
+	    tui.rows);
+	put(b, (size_t)n);
+}
+
+int
+tui_active(void)
+{
+	return tui.active;
+}
+
+void
+tui_set_cell(unsigned n, const char *summary)
+{
+	char *p;
+
+	tui.cell = n;
+	(void)snprintf(tui.summary, sizeof tui.summary, "%s",
+	    summary != NULL ? summary : "");
+	/* the model wrote it: no escape sequence reaches the terminal */
+	for (p = tui.summary; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+}
+
+void
+tui_set_streaming(size_t delta_bytes)
+{
+	tui.streaming = delta_bytes;
+}
+
+void
+tui_set_total(long long tokens)
+{
+	tui.total = tokens;
+	tui.streaming = 0;
+}
+
+void
+tui_pause(int paused)
+{
+	tui.paused = paused;
+	if (tui.active && !paused)
+		draw();
+}
