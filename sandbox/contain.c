@@ -243,45 +243,37 @@ ncontrollers(const struct contain *c)
 }
 
 static int
-set_limits_v1(struct contain *c)
+write_num(const char *dir, const char *name, unsigned long long v)
 {
-	char v[32];
+	char buf[32];
 
-	if (c->lim.memory > 0) {
-		(void)snprintf(v, sizeof v, "%llu",
-		    (unsigned long long)c->lim.memory);
-		if (write_file(c->cur[V1_MEMORY], "memory.limit_in_bytes", v) < 0)
-			return -1;
-		/* Same value for memory+swap: the ceiling cannot swap. */
-		(void)write_file(c->cur[V1_MEMORY], "memory.memsw.limit_in_bytes",
-		    v);
-	}
-	if (c->lim.pids > 0) {
-		(void)snprintf(v, sizeof v, "%u", c->lim.pids);
-		if (write_file(c->cur[V1_PIDS], "pids.max", v) < 0)
-			return -1;
-	}
-	return 0;
+	(void)snprintf(buf, sizeof buf, "%llu", v);
+	return write_file(dir, name, buf);
 }
 
+/*
+ * The limits of the current generation. v1: memory+swap gets the same
+ * value as memory, so the ceiling cannot swap; v2: no swap at all, and an
+ * OOM kills the whole group.
+ */
 static int
-set_limits_v2(struct contain *c)
+set_limits(struct contain *c)
 {
-	char v[32];
+	int v1 = c->kind == CG_V1;
+	const char *mem = c->cur[v1 ? V1_MEMORY : 0];
+	const char *pids = c->cur[v1 ? V1_PIDS : 0];
 
 	if (c->lim.memory > 0) {
-		(void)snprintf(v, sizeof v, "%llu",
-		    (unsigned long long)c->lim.memory);
-		if (write_file(c->cur[0], "memory.max", v) < 0)
+		if (write_num(mem, v1 ? "memory.limit_in_bytes" : "memory.max",
+		    c->lim.memory) < 0)
 			return -1;
-		(void)write_file(c->cur[0], "memory.swap.max", "0");
-		(void)write_file(c->cur[0], "memory.oom.group", "1");
+		(void)write_num(mem, v1 ? "memory.memsw.limit_in_bytes" :
+		    "memory.swap.max", v1 ? c->lim.memory : 0);
+		if (!v1)
+			(void)write_file(mem, "memory.oom.group", "1");
 	}
-	if (c->lim.pids > 0) {
-		(void)snprintf(v, sizeof v, "%u", c->lim.pids);
-		if (write_file(c->cur[0], "pids.max", v) < 0)
-			return -1;
-	}
+	if (c->lim.pids > 0 && write_num(pids, "pids.max", c->lim.pids) < 0)
+		return -1;
 	return 0;
 }
 
@@ -301,20 +293,19 @@ contain_prepare(struct contain *c, unsigned generation)
 	if (ncontrollers(c) == 0)
 		return 0;
 	c->have_cur = 1;
-	return c->kind == CG_V1 ? set_limits_v1(c) : set_limits_v2(c);
+	return set_limits(c);
 }
 
 int
 contain_attach(struct contain *c, pid_t pid)
 {
-	char v[24];
 	int i;
 
 	if (!c->have_cur)
 		return 0;
-	(void)snprintf(v, sizeof v, "%ld", (long)pid);
 	for (i = 0; i < ncontrollers(c); i++)
-		if (write_file(c->cur[i], "cgroup.procs", v) < 0)
+		if (write_num(c->cur[i], "cgroup.procs",
+		    (unsigned long long)pid) < 0)
 			return -1;
 	return 0;
 }

@@ -489,13 +489,10 @@ static void
 a_signal(int signo, void *ctx)
 {
 	struct agent *a = ctx;
+	int rc = runner_signal(a->runner, signo);
 
-	if (signo == SIGCHLD) {
-		runner_reap_orphans(a->runner);
-		return;
-	}
-	log_warnx("%s: stopping", strsignal(signo));
-	loop_stop(a->loop, signo == SIGINT ? EXIT_SIGINT : 128 + signo);
+	if (rc >= 0)
+		loop_stop(a->loop, rc);
 }
 
 static const struct runner_ops agent_runner_ops = {

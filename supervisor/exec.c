@@ -286,13 +286,10 @@ static void
 x_signal(int signo, void *ctx)
 {
 	struct exec_run *x = ctx;
+	int rc = runner_signal(x->runner, signo);
 
-	if (signo == SIGCHLD) {
-		runner_reap_orphans(x->runner);
-		return;
-	}
-	log_warnx("exec: %s, stopping", strsignal(signo));
-	loop_stop(x->loop, signo == SIGINT ? EXIT_SIGINT : 128 + signo);
+	if (rc >= 0)
+		loop_stop(x->loop, rc);
 }
 
 static const struct runner_ops exec_ops = {

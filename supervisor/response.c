@@ -11,6 +11,16 @@
  * rather than O(n^2) string copies, and the items received from the
  * server, which response_last_event() still exposes, are never modified.
  *
+ * Most of a long stream is *.delta events of a few bytes each. They take
+ * a fast path: a strict scanner reads the flat event object without
+ * building a json_t, decodes "delta" into a reused buffer and hands the
+ * same values to the same code as the jansson path. It accepts only
+ * what jansson would accept with the same meaning, and gives up on
+ * anything unusual (escaped keys, duplicate fields, fractions, deep
+ * nesting, an unexpected type), which then goes through json_loadb()
+ * like every other event. response_last_event() parses such an event
+ * from a kept copy of its data when asked.
+ *
  * The status leaves RESPONSE_IN_PROGRESS once and never changes again:
  * the first terminal event or failure decides it, together with the
  * message and code. A protocol error additionally marks the assembler
@@ -31,6 +41,7 @@
 #define RESPONSE_CODE_MAX	64
 #define RESPONSE_NAME_MAX	96
 #define RESPONSE_EXCERPT_MAX	200
+#define RESPONSE_SCAN_DEPTH	32		/* fast path nesting */
 
 /* Where a streamed string lands in its item. */
 enum response_place {
@@ -106,10 +117,46 @@ struct response_acc {
 	int have_buf;
 };
 
-/* Output item at one output_index, as last received. */
+/* Output item at one output_index, as last received. id is borrowed from
+ * item (NULL if its "id" is absent or not a string); items are never
+ * modified, so it stays valid as long as item. */
 struct response_slot {
 	json_t *item;
+	const char *id;
+	size_t idlen;
+	int has_id;		/* item has an "id" key of any type */
 	int done;
+};
+
+/* An index field as response_index() reads it. */
+enum response_num_state {
+	NUM_ABSENT,		/* no such key, or null */
+	NUM_INT,		/* an integer (of any sign) in v */
+	NUM_OTHER,		/* anything else */
+};
+
+struct response_num {
+	enum response_num_state state;
+	long long v;
+};
+
+/* What an event addresses: an item by output_index (item_id as fallback)
+ * and a part index (content_index or summary_index, by place). Filled
+ * from a json_t or by the fast path scanner. item_id is NULL if absent
+ * or not a string; it need not be NUL-terminated. */
+struct response_ref {
+	const char *item_id;
+	size_t item_id_len;
+	struct response_num output_index;
+	struct response_num part_index;
+};
+
+/* response_last_event() for an event the fast path took: its data, parsed
+ * on demand. Behind a pointer so that the const getter may fill ev. */
+struct response_lazy {
+	struct response_buf data;
+	int pending;		/* data holds the last event */
+	json_t *ev;		/* parsed data, or NULL */
 };
 
 struct response {
@@ -126,6 +173,10 @@ struct response {
 	json_t *final;		/* from the terminal event */
 	json_t *last;		/* last event parsed */
 	json_t *result;		/* response_result() cache */
+	struct response_lazy *lazy;
+	struct response_buf scratch;	/* the fast path's decoded delta */
+	int fast_off;		/* response_set_fast(r, 0) */
+	size_t nfast;		/* events the fast path took */
 	struct response_usage usage;
 	int have_usage;
 	size_t delta_bytes;
@@ -316,23 +367,58 @@ response_fail_from(struct response *r, const char *what, json_t *err,
 
 /* --- small JSON helpers ------------------------------------------------ */
 
-/* Read ev[key] as an index below max. 1 if valid, 0 if absent or null,
- * -1 if present but not a non-negative integer below max. */
+static void
+response_num_from(json_t *v, struct response_num *n)
+{
+	n->v = 0;
+	if (v == NULL || json_is_null(v)) {
+		n->state = NUM_ABSENT;
+	} else if (json_is_integer(v)) {
+		n->state = NUM_INT;
+		n->v = json_integer_value(v);
+	} else {
+		n->state = NUM_OTHER;
+	}
+}
+
+/* n as an index below max. 1 if valid, 0 if absent or null, -1 if
+ * present but not a non-negative integer below max. */
+static int
+response_num_index(const struct response_num *n, size_t max, size_t *out)
+{
+	if (n->state == NUM_ABSENT)
+		return 0;
+	if (n->state != NUM_INT || n->v < 0 ||
+	    (unsigned long long)n->v >= max)
+		return -1;
+	*out = (size_t)n->v;
+	return 1;
+}
+
+/* Read ev[key] as an index below max, as response_num_index(). */
 static int
 response_index(json_t *ev, const char *key, size_t max, size_t *out)
 {
-	json_t *v = json_object_get(ev, key);
-	json_int_t i;
+	struct response_num n;
 
-	if (v == NULL || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v))
-		return -1;
-	i = json_integer_value(v);
-	if (i < 0 || (unsigned long long)i >= max)
-		return -1;
-	*out = (size_t)i;
-	return 1;
+	response_num_from(json_object_get(ev, key), &n);
+	return response_num_index(&n, max, out);
+}
+
+/* The addressing fields of ev for a string streamed to place. */
+static void
+response_ref_from(json_t *ev, enum response_place place,
+    struct response_ref *ref)
+{
+	const char *key = place == PLACE_CONTENT ? "content_index" :
+	    place == PLACE_SUMMARY ? "summary_index" : NULL;
+
+	ref->item_id = json_string_value(json_object_get(ev, "item_id"));
+	ref->item_id_len = ref->item_id != NULL ? strlen(ref->item_id) : 0;
+	response_num_from(json_object_get(ev, "output_index"),
+	    &ref->output_index);
+	response_num_from(key != NULL ? json_object_get(ev, key) : NULL,
+	    &ref->part_index);
 }
 
 static long long
@@ -404,32 +490,34 @@ response_read_usage(struct response *r, json_t *u)
 
 /* --- output items and accumulators ------------------------------------- */
 
+/* The slot holds an item whose string "id" is id[0..n) (C string
+ * semantics: the ids compare up to their first NUL). */
 static int
-response_item_has_id(json_t *item, const char *id)
+response_slot_has_id(const struct response_slot *s, const char *id,
+    size_t n)
 {
-	const char *have = json_string_value(json_object_get(item, "id"));
-
-	return have != NULL && strcmp(have, id) == 0;
+	return s->item != NULL && s->id != NULL && s->idlen == n &&
+	    memcmp(s->id, id, n) == 0;
 }
 
 /* The slot an event's item_id / output_index names; 0 if none. */
 static int
-response_find(struct response *r, json_t *ev, size_t *slotp)
+response_find(struct response *r, const struct response_ref *ref,
+    size_t *slotp)
 {
-	const char *id = json_string_value(json_object_get(ev, "item_id"));
-	json_t *item;
-	size_t i;
+	const char *id = ref->item_id;
+	size_t i, n = ref->item_id_len;
 
-	if (response_index(ev, "output_index", r->nslots, &i) == 1 &&
-	    (item = r->slots[i].item) != NULL &&
-	    (id == NULL || json_object_get(item, "id") == NULL ||
-	    response_item_has_id(item, id))) {
+	if (id != NULL && memchr(id, '\0', n) != NULL)
+		n = strlen(id);
+	if (response_num_index(&ref->output_index, r->nslots, &i) == 1 &&
+	    r->slots[i].item != NULL && (id == NULL || !r->slots[i].has_id ||
+	    response_slot_has_id(&r->slots[i], id, n))) {
 		*slotp = i;
 		return 1;
 	}
 	for (i = 0; id != NULL && i < r->nslots; i++) {
-		if (r->slots[i].item != NULL &&
-		    response_item_has_id(r->slots[i].item, id)) {
+		if (response_slot_has_id(&r->slots[i], id, n)) {
 			*slotp = i;
 			return 1;
 		}

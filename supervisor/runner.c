@@ -176,10 +176,16 @@ runner_containment(const struct runner *r)
 	return contain_mechanisms(r->contain);
 }
 
-void
-runner_reap_orphans(struct runner *r)
+int
+runner_signal(struct runner *r, int signo)
 {
-	(void)contain_reap(worker_child_pid(r->w));
+	if (signo == SIGCHLD) {
+		if (r != NULL)	/* NULL before the runner exists */
+			(void)contain_reap(worker_child_pid(r->w));
+		return -1;
+	}
+	log_warnx("%s: stopping", strsignal(signo));
+	return signo == SIGINT ? EXIT_SIGINT : 128 + signo;
 }
 
 static void on_deadline(struct loop *l, void *ctx);

@@ -82,7 +82,11 @@ struct cell *runner_current(struct runner *r);	/* running cell or NULL */
 const struct worker *runner_worker(const struct runner *r);
 /* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */
 const char *runner_containment(const struct runner *r);
-/* Reaps exited orphans reparented to us (call on SIGCHLD). */
-void runner_reap_orphans(struct runner *r);
+/*
+ * A signal from sig.h: SIGCHLD reaps orphans reparented to us and returns
+ * -1 (carry on); any other returns the exit status to stop with (130 for
+ * SIGINT, 128 + signo otherwise).
+ */
+int runner_signal(struct runner *r, int signo);
 
 #endif
