@@ -1376,6 +1376,9 @@ class Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Eight parallel call_me connect at once: the default backlog (5) would
+    # drop one and the client would retry a second later.
+    request_queue_size = 128
 
     def __init__(self, addr, owner):
         self.owner = owner
