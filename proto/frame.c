@@ -74,6 +74,7 @@ void
 frame_rx_init(struct frame_rx *rx, size_t max_frame)
 {
 	buf_init(&rx->in);
+	rx->off = 0;
 	rx->max_frame = max_frame;
 }
 
@@ -82,6 +83,21 @@ void
 frame_rx_clear(struct frame_rx *rx)
 {
 	buf_clear(&rx->in);
+	rx->off = 0;
+}
+
+/*
+ * Drops the popped prefix before new bytes come in: popping stays O(1)
+ * per frame, and a read full of tiny frames costs one move, not one per
+ * frame.
+ */
+static void
+rx_compact(struct frame_rx *rx)
+{
+	if (rx->off > 0) {
+		buf_consume(&rx->in, rx->off);
+		rx->off = 0;
+	}
 }
 
 /*
@@ -97,6 +113,7 @@ frame_rx_fill(struct frame_rx *rx, int fd)
 
 	if ((n = read(fd, chunk, sizeof(chunk))) <= 0)
 		return n;
+	rx_compact(rx);
 	if (buf_append(&rx->in, chunk, (size_t)n) == -1)
 		return -1;
 	return n;
@@ -106,6 +123,7 @@ frame_rx_fill(struct frame_rx *rx, int fd)
 int
 frame_rx_feed(struct frame_rx *rx, const void *p, size_t n)
 {
+	rx_compact(rx);
 	return buf_append(&rx->in, p, n);
 }
 
@@ -119,20 +137,22 @@ frame_rx_feed(struct frame_rx *rx, const void *p, size_t n)
 int
 frame_rx_pop(struct frame_rx *rx, struct msg *m)
 {
-	const uint8_t *p = rx->in.data;
-	size_t len;
+	const uint8_t *p = rx->in.data + rx->off;
+	size_t have = rx->in.len - rx->off, len;
 	unsigned type;
 
 	memset(m, 0, sizeof(*m));
-	if (rx->in.len < PROTO_HEADER_SIZE)
+	if (have < PROTO_HEADER_SIZE)
 		return 0;
 	if (header_parse(p, rx->max_frame, &len, &type) == -1)
 		return -1;
-	if (rx->in.len - PROTO_HEADER_SIZE < len)
+	if (have - PROTO_HEADER_SIZE < len)
 		return 0;
 	if (msg_decode(type, p + PROTO_HEADER_SIZE, len, m) == -1)
 		return -1;
-	buf_consume(&rx->in, PROTO_HEADER_SIZE + len);
+	rx->off += PROTO_HEADER_SIZE + len;
+	if (rx->off == rx->in.len)
+		rx_compact(rx);
 	return 1;
 }
 

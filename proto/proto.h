@@ -199,6 +199,7 @@ int msg_decode(unsigned type, const void *body, size_t len, struct msg *m);
  */
 struct frame_rx {
 	struct buf in;
+	size_t off;		/* bytes of in already popped */
 	size_t max_frame;
 };
 
