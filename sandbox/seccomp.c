@@ -438,7 +438,7 @@ add_pid_targets(scmp_filter_ctx ctx, uint32_t action, pid_t sup, pid_t pgid)
 
 /* Returns a new filter with default action def, or NULL and *rc. */
 static scmp_filter_ctx
-filter_new(uint32_t def, unsigned flags, int *rc)
+filter_new(uint32_t def, int *rc)
 {
 	scmp_filter_ctx ctx = seccomp_init(def);
 
@@ -446,9 +446,10 @@ filter_new(uint32_t def, unsigned flags, int *rc)
 		*rc = -ENOMEM;
 		return NULL;
 	}
-	/* A foreign ABI (i386's int 0x80, x32) would bypass every rule. */
-	*rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
-	    (flags & SANDBOX_DEBUG) ? SCMP_ACT_TRAP : SCMP_ACT_KILL_PROCESS);
+	/* A foreign ABI (i386's int 0x80, x32) would bypass every rule.
+	 * TRAP: the call is not executed either way, and a handler can name
+	 * it; unhandled (or blocked) SIGSYS still kills the process. */
+	*rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_TRAP);
 	if (*rc == 0)
 		*rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (*rc == 0)
@@ -466,7 +467,7 @@ static scmp_filter_ctx
 escape_filter(pid_t sup, pid_t pgid, unsigned flags, int *rc)
 {
 	uint32_t action = deny_action(EPERM, flags);
-	scmp_filter_ctx ctx = filter_new(SCMP_ACT_ALLOW, flags, rc);
+	scmp_filter_ctx ctx = filter_new(SCMP_ACT_ALLOW, rc);
 
 	if (ctx == NULL)
 		return NULL;
@@ -487,7 +488,7 @@ static scmp_filter_ctx
 strict_filter(unsigned flags, int *rc)
 {
 	uint32_t def = deny_action(ENOSYS, flags);
-	scmp_filter_ctx ctx = filter_new(def, flags, rc);
+	scmp_filter_ctx ctx = filter_new(def, rc);
 
 	if (ctx == NULL)
 		return NULL;
@@ -612,6 +613,8 @@ put_num(char *buf, size_t n, size_t cap, unsigned long v, unsigned base)
 	return n;
 }
 
+static int report_to = -1;	/* a second fd for the handler's line */
+
 static void
 on_sigsys(int sig, siginfo_t *si, void *uctx)
 {
@@ -648,15 +651,18 @@ on_sigsys(int sig, siginfo_t *si, void *uctx)
 	}
 	buf[n++] = '\n';
 	w = write(STDERR_FILENO, buf, n);
+	if (report_to >= 0)
+		w = write(report_to, buf, n);
 	(void)w;
 	_exit(SANDBOX_EXIT_SECCOMP);
 }
 
 int
-sandbox_seccomp_debug_install(void)
+sandbox_seccomp_debug_install(int report_fd)
 {
 	struct sigaction sa;
 
+	report_to = report_fd;
 	names_load();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigsys;

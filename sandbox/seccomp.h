@@ -57,9 +57,10 @@ const char *sandbox_profile_name(enum sandbox_profile p);
  * such process": its rules are left out.  If the caller still shares
  * supervisor_pgid, kill(0, ...) is denied too; call setsid() first.
  *
- * flags: 0 or SANDBOX_DEBUG.  With SANDBOX_DEBUG, every denial (and, in
- * strict, every unlisted syscall) and every foreign-ABI call raises SIGSYS
- * instead, so sandbox_seccomp_debug_install()'s handler can name it.
+ * flags: 0 or SANDBOX_DEBUG.  A foreign-ABI call always raises SIGSYS
+ * (it is never executed), so sandbox_seccomp_debug_install()'s handler can
+ * name it; with SANDBOX_DEBUG every denial (and, in strict, every
+ * unlisted syscall) raises SIGSYS too instead of failing.
  * clone3 still returns ENOSYS, since libc probes it on every thread start.
  *
  * Returns 0 (also for SANDBOX_OFF, which does nothing), or -1 with errno:
@@ -77,7 +78,8 @@ int sandbox_seccomp_apply(enum sandbox_profile p, pid_t supervisor_pid,
 /*
  * Installs a SIGSYS handler that writes
  *   "agentz-worker: seccomp blocked syscall NAME (NR)\n"
- * to fd 2 and _exits with SANDBOX_EXIT_SECCOMP.  Syscall names are resolved
+ * to fd 2 (and to report_fd when >= 0, for the supervisor's record) and
+ * _exits with SANDBOX_EXIT_SECCOMP.  Syscall names are resolved
  * here, up front, so the handler itself is async-signal-safe.  Install it
  * before sandbox_seccomp_apply(..., SANDBOX_DEBUG); Python code that sets
  * its own SIGSYS handler replaces it (the call is still not executed).
@@ -85,6 +87,6 @@ int sandbox_seccomp_apply(enum sandbox_profile p, pid_t supervisor_pid,
  * fork, vfork and thread start) kills the process by SIGSYS, unnamed.
  * Returns 0, or -1 with errno from sigaction(2).
  */
-int sandbox_seccomp_debug_install(void);
+int sandbox_seccomp_debug_install(int report_fd);
 
 #endif /* AGENTZ_SANDBOX_SECCOMP_H */

@@ -117,6 +117,7 @@ cells_finish_dead(struct cell *c, enum cell_kind kind, const char *detail,
 	c->status = CELL_ERROR;
 	c->kind = kind;
 	c->namespace_lost = 1;
+	free(c->detail);
 	c->detail = dup_or_null(detail);
 	c->exit_code = exit_code;
 	c->term_signal = term_signal;
@@ -130,13 +131,10 @@ cells_set_detail(struct cell *c, const char *detail)
 }
 
 void
-cells_set_rusage(struct cell *c, const struct rusage *ru)
+cells_set_usage(struct cell *c, uint64_t cpu_us, long peak_kb)
 {
-	c->maxrss_kb = ru->ru_maxrss;
-	c->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u +
-	    (uint64_t)ru->ru_utime.tv_usec +
-	    (uint64_t)ru->ru_stime.tv_sec * 1000000u +
-	    (uint64_t)ru->ru_stime.tv_usec;
+	c->cpu_us = cpu_us;
+	c->maxrss_kb = peak_kb;
 }
 
 const char *

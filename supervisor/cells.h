@@ -87,8 +87,8 @@ void cells_finish_dead(struct cell *c, enum cell_kind kind,
     const char *detail, int exit_code, int term_signal);
 /* Replaces c->detail with a copy of detail. */
 void cells_set_detail(struct cell *c, const char *detail);
-/* Accounting from the worker's rusage (when it was reaped). */
-void cells_set_rusage(struct cell *c, const struct rusage *ru);
+/* Accounting of a cell whose worker died: CPU since the cell began. */
+void cells_set_usage(struct cell *c, uint64_t cpu_us, long peak_kb);
 
 const char *cells_status_name(enum cell_status s);
 const char *cells_kind_name(enum cell_kind k);

@@ -133,8 +133,25 @@ const struct response_usage *response_usage(const struct response *r);
 size_t response_delta_bytes(const struct response *r);
 
 /* The parsed JSON of the last event fed, or NULL ([DONE], keep-alive,
- * invalid). Borrowed, read-only; valid until the next feed or free. */
+ * invalid). Borrowed, read-only; valid until the next feed or free.
+ * A delta event taken by the fast path (see response_set_fast()) is
+ * parsed only here, on demand, from a copy of its data; NULL then also
+ * means out of memory. */
 struct json_t *response_last_event(const struct response *r);
+
+/*
+ * Events normally take a fast path: a strict scanner of jansson's own
+ * grammar reads delta events without building a json_t, and builds the
+ * same json_t as json_loadb() for the others, falling back to jansson
+ * for anything unusual; the results are the same either way. on = 0
+ * sends every event and body through json_loadb(), for tests that
+ * compare the two and for measurements. Takes effect from the next feed.
+ */
+void response_set_fast(struct response *r, int on);
+
+/* How many events and bodies the fast path took so far, read without a
+ * tree or built (tests, benchmarks). */
+size_t response_fast_count(const struct response *r);
 
 /*
  * The response object as it stands: the terminal event's object (or the

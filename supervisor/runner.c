@@ -616,7 +616,8 @@ describe_death(const struct worker_death *d, char *buf, size_t len)
 		(void)snprintf(buf, len, "worker killed: %s", d->reason);
 	else if (d->exited && d->code == SANDBOX_EXIT_SECCOMP)
 		(void)snprintf(buf, len, "the seccomp filter blocked a system "
-		    "call (--sandbox-debug; its name is in the output)");
+		    "call: %.*s", (int)strcspn(d->stack != NULL ? d->stack :
+		    "(unnamed)", "\n"), d->stack != NULL ? d->stack : "(unnamed)");
 	else if (!d->exited && d->signal == SIGSYS)
 		(void)snprintf(buf, len, "worker killed by the seccomp filter "
 		    "(signal %d, SIGSYS)", d->signal);
@@ -681,7 +682,8 @@ record_death(struct runner *r, struct cell *c, const struct worker_death *d)
 	    d->exited ? -1 : d->signal);
 	if (c->timeout_stage != NULL)
 		c->kind = KIND_TIMEOUT;
-	cells_set_rusage(c, &d->ru);
+	cells_set_usage(c, d->cpu_us > r->cpu0_us ? d->cpu_us - r->cpu0_us : 0,
+	    d->peak_kb);
 	c->memory_peak = d->cg.memory_peak;
 	if (d->stack != NULL)
 		c->stack = strdup(d->stack);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "supervisor/procstat.h"
 #include "supervisor/secrets.h"
 
 #define READ_CHUNK 65536
@@ -52,6 +53,9 @@ struct worker {
 	uint64_t ready_timer;
 	uint32_t cell;
 	char *kill_reason;
+	int sampled;		/* kill_cpu_us/kill_peak_kb are set */
+	uint64_t kill_cpu_us;
+	long kill_peak_kb;
 	char python_version[32];
 	char sandbox[64];
 };
@@ -557,6 +561,22 @@ close_all(struct worker *w)
 }
 
 static void
+usage_at_death(const struct worker *w, struct worker_death *d)
+{
+	const struct rusage *ru = &d->ru;
+
+	d->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u +
+	    (uint64_t)ru->ru_utime.tv_usec +
+	    (uint64_t)ru->ru_stime.tv_sec * 1000000u +
+	    (uint64_t)ru->ru_stime.tv_usec;
+	d->peak_kb = ru->ru_maxrss;
+	if (w->sampled && w->kill_cpu_us > d->cpu_us) {
+		d->cpu_us = w->kill_cpu_us;
+		d->peak_kb = w->kill_peak_kb;
+	}
+}
+
+static void
 reap(struct worker *w, int options)
 {
 	struct worker_death d;
@@ -593,11 +613,13 @@ reap(struct worker *w, int options)
 	d.cell = w->cell;
 	d.before_ready = w->ready_us == 0;
 	d.reason = w->kill_reason;
+	usage_at_death(w, &d);
 	w->state = WORKER_DOWN;
 	w->pid = w->wpid = 0;
 	w->ops.death(w, &d, w->ctx);
 	free(w->kill_reason);
 	w->kill_reason = NULL;
+	w->sampled = 0;
 }
 
 static void
@@ -616,6 +638,9 @@ worker_kill(struct worker *w, const char *reason)
 		return;
 	if (reason != NULL && w->kill_reason == NULL)
 		w->kill_reason = strdup(reason);
+	if (!w->sampled && w->wpid > 0 && procstat_sample(w->wpid,
+	    &w->kill_peak_kb, &w->kill_cpu_us) == 0)
+		w->sampled = 1;
 	if (w->state != WORKER_BUSY && w->state != WORKER_DYING)
 		w->cell = UINT32_MAX;
 	w->state = WORKER_DYING;

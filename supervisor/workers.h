@@ -39,6 +39,11 @@ struct worker_death {
 	const char *reason;	/* our reason for killing it, or NULL */
 	struct rusage ru;
 	struct contain_stats cg;	/* the worker's cgroup at its death */
+	/* the worker's own CPU and peak RSS: from /proc just before our
+	 * kill (a killed namespace init never reaps the worker), else from
+	 * wait4 of what we forked */
+	uint64_t cpu_us;
+	long peak_kb;
 	const char *stack;		/* faulthandler dump, or NULL */
 };
 

@@ -195,6 +195,11 @@ main(int argc, char **argv)
 	if (py_init(argv[0], &version) < 0)
 		return WEXIT_PYINIT;
 	lims = self_limits(&c);
+	/* names any trapped call (foreign ABI always, every denial with
+	 * --sandbox-debug) on stderr and in the supervisor's record */
+	if (c.profile != SANDBOX_OFF &&
+	    sandbox_seccomp_debug_install(WORKER_DUMP_FD) < 0)
+		return WEXIT_SANDBOX;
 	if (sandbox_seccomp_apply(c.profile, c.protect_pid, c.protect_pgid,
 	    c.sandbox_flags) < 0) {
 		(void)fprintf(stderr, "agentz-worker: seccomp profile %s: %s\n",

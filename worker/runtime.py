@@ -122,8 +122,10 @@ def _strip_runtime(te):
 def _cell_traceback(exc):
     """Format exc without the runtime's own frames (the cell's only)."""
     import traceback
+    # The limit keeps a RecursionError 10**6 frames deep cheap to format
+    # (the whole walk takes longer than a cell timeout).
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__,
-                                      compact=True)
+                                      limit=TRACEBACK_LIMIT, compact=True)
     _strip_runtime(te)
     text = "".join(te.format())
     if not isinstance(exc, SyntaxError) and not text.startswith("Traceback"):
@@ -160,6 +162,7 @@ def _prepare(n):
 
 
 _CELL_HOOKS = []
+TRACEBACK_LIMIT = 200
 # Source files of this runtime: their frames never show in a cell's traceback.
 RUNTIME_FILES = {_cell_traceback.__code__.co_filename}
 

@@ -845,7 +845,7 @@ main(int argc, char **argv)
 		protect_pgid = 0;
 
 	(void)setvbuf(stdout, NULL, _IOLBF, 0);
-	if ((flags & SANDBOX_DEBUG) && sandbox_seccomp_debug_install() == -1) {
+	if ((flags & SANDBOX_DEBUG) && sandbox_seccomp_debug_install(-1) == -1) {
 		(void)fprintf(stderr, "try_syscall: debug handler: %s\n",
 		    strerror(errno));
 		return 1;
