@@ -63,3 +63,55 @@ def test_cell_threads_run_between_cells(tmp_path):
                            capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "ticks between cells: True" in p.stdout
+
+
+def _marked(marker):
+    """Pids of processes whose command line holds marker."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_supervisor_sigkill_takes_the_worker_tree_down(tmp_path):
+    import signal
+    import time
+    marker = f"agentz-orphan-{os.getpid()}-{time.monotonic_ns()}"
+    sleeper = "import time; time.sleep(300)"
+    daemon = "import os, time\nif os.fork() == 0:\n    time.sleep(300)"
+    cell = ("import subprocess\n"
+            # a child, and a setsid'd daemon whose parent exits at once
+            f"subprocess.Popen(['/usr/bin/python3', '-c', {sleeper!r}, {marker!r}])\n"
+            f"subprocess.Popen(['setsid', '/usr/bin/python3', '-c', {daemon!r}, "
+            f"{marker!r}])\n"
+            "print('started', flush=True)\n"
+            "import time\ntime.sleep(300)\n")
+    p = subprocess.Popen([AGENTZ, "exec", "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        p.stdin.write(cell.encode())
+        p.stdin.close()
+        assert p.stdout.readline() == b"started\n"
+        deadline = time.monotonic() + 10
+        while len(_marked(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)          # polling the daemon's appearance
+        assert len(_marked(marker)) >= 2
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)          # polling the kernel's teardown
+        assert _marked(marker) == []
+    finally:
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
