@@ -118,7 +118,6 @@ reset_signals(void)
 static const char *
 self_limits(const struct wconfig *c)
 {
-	struct rlimit rl;
 	int fd;
 
 	(void)fcntl(WORKER_CHAN_FD, F_SETFD, FD_CLOEXEC);
@@ -133,8 +132,12 @@ self_limits(const struct wconfig *c)
 #ifdef UNDER_ASAN
 	return ",rlimit_data=off(asan)";
 #else
-	rl.rlim_cur = rl.rlim_max = (rlim_t)c->data_limit;
-	return setrlimit(RLIMIT_DATA, &rl) == 0 ? ",rlimit_data" : "";
+	{
+		struct rlimit rl = { (rlim_t)c->data_limit,
+		    (rlim_t)c->data_limit };
+
+		return setrlimit(RLIMIT_DATA, &rl) == 0 ? ",rlimit_data" : "";
+	}
 #endif
 }
 
