@@ -557,10 +557,11 @@ agent_run(struct agent *a, const char *wpath)
 		return EXIT_WORKER;
 	}
 	code = first_cell(a->task);
-	if (code == NULL)
-		fatal("agent: first cell");
-	run_cell(a, code, strlen(code), "Ask the model for the first cell.",
-	    -1);
+	if (code != NULL)
+		run_cell(a, code, strlen(code),
+		    "Ask the model for the first cell.", -1);
+	else
+		stop(a, EXIT_FAILED, "out of memory writing the first cell");
 	free(code);
 	notify_ready();
 	rc = loop_run(a->loop);

@@ -809,6 +809,9 @@ req_easy(struct http_req *r, const struct http_request_opts *o)
 		{ CURLOPT_TCP_KEEPALIVE, 1L },
 		{ CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L },
 		{ CURLOPT_CONNECTTIMEOUT_MS, conn },
+		/* Larger reads: a long stream then takes ~20x fewer recv()
+		 * and poll() calls than with the 16 KiB default. */
+		{ CURLOPT_BUFFERSIZE, 512L * 1024 },
 	};
 	size_t i;
 

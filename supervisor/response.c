@@ -1303,14 +1303,14 @@ response_stop8(const unsigned char *p)
 static const unsigned char *
 response_plain_run(const unsigned char *p, const unsigned char *end)
 {
-	uint64_t m;
-
 	while (end - p >= 8) {
-		if ((m = response_stop8(p)) != 0) {
+		uint64_t m = response_stop8(p);
+
+		if (m != 0) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 			return p + (__builtin_ctzll(m) >> 3);
 #else
-			break;
+			break;	/* find it byte by byte */
 #endif
 		}
 		p += 8;
@@ -1510,12 +1510,12 @@ static int
 response_scan_word(struct response_scan *s, json_t **out)
 {
 	static const char *const words[] = { "true", "false", "null" };
-	const char *w;
-	size_t i, n;
+	size_t i;
 
 	for (i = 0; i < RESPONSE_NELEM(words); i++) {
-		w = words[i];
-		n = strlen(w);
+		const char *w = words[i];
+		size_t n = strlen(w);
+
 		if ((size_t)(s->end - s->p) < n || memcmp(s->p, w, n) != 0)
 			continue;
 		s->p += n;
@@ -1625,13 +1625,13 @@ response_scan_value(struct response_scan *s, int depth, json_t **out)
 static const struct response_text *
 response_text_named(const char *type, size_t n, int *done)
 {
-	const struct response_text *t;
 	size_t i;
 
 	/* strncmp() stops at the first difference, mostly right after
 	 * the common "response." */
 	for (i = 0; i < RESPONSE_NELEM(response_texts); i++) {
-		t = &response_texts[i];
+		const struct response_text *t = &response_texts[i];
+
 		*done = strncmp(t->done, type, n) == 0 && t->done[n] == '\0';
 		if (*done || (strncmp(t->delta, type, n) == 0 &&
 		    t->delta[n] == '\0'))
@@ -1700,7 +1700,6 @@ static int
 response_scan_event(const char *data, size_t len, struct response_fast *f)
 {
 	struct response_scan s = { data, data + len, NULL };
-	enum response_fast_key k;
 	const char *key;
 	size_t n;
 
@@ -1710,11 +1709,13 @@ response_scan_event(const char *data, size_t len, struct response_fast *f)
 	if (response_scan_byte(&s, '{') == -1)
 		return -1;
 	for (;;) {
+		enum response_fast_key k;
+
 		if (response_scan_raw(&s, &key, &n) == -1 ||
 		    response_scan_byte(&s, ':') == -1)
 			return -1;
-		response_scan_ws(&s);
 		k = response_fast_key(key, n);
+		response_scan_ws(&s);
 		if ((k == FK_COUNT ? response_scan_value(&s, 1, NULL) :
 		    response_scan_field(&s, f, k)) == -1)
 			return -1;

@@ -378,7 +378,7 @@ w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
 static void
 flush_output(struct runner *r, struct cell *c)
 {
-	char **texts[3];
+	char **field[3];
 	size_t i, len;
 	char *clean;
 	int s;
@@ -389,15 +389,17 @@ flush_output(struct runner *r, struct cell *c)
 		r->rs_stream = s;
 		(void)redact_stream_flush(&r->rs[s - 1], emit_output, r);
 	}
-	texts[0] = &c->traceback, texts[1] = &c->detail, texts[2] = &c->stack;
+	field[0] = &c->traceback, field[1] = &c->detail, field[2] = &c->stack;
 	for (i = 0; i < 3; i++) {
-		if (*texts[i] == NULL)
+		if (*field[i] == NULL)
 			continue;
-		clean = redact_string(r->cfg.red, *texts[i], strlen(*texts[i]),
+		clean = redact_string(r->cfg.red, *field[i], strlen(*field[i]),
 		    &len);
 		if (clean != NULL) {
-			free(*texts[i]);
-			*texts[i] = clean;
+			char *old = *field[i];
+
+			*field[i] = clean;
+			free(old);
 		}
 	}
 }

@@ -350,6 +350,7 @@ fork_child(struct worker *w, const int *theirs)
 {
 	struct spawn_args a;
 
+	memset(&a, 0, sizeof a);
 	build_argv(w, &a);
 	build_env(w, a.envp);
 	memcpy(a.fds, theirs, sizeof a.fds);

@@ -257,9 +257,9 @@ chan_waiter_free(uint64_t id)
 	struct qmsg *q;
 
 	(void)pthread_mutex_lock(&chan_lock);
-	for (pw = &chan_waiters; *pw != NULL; pw = &(*pw)->next)
-		if ((*pw)->id == id)
-			break;
+	pw = &chan_waiters;
+	while (*pw != NULL && (*pw)->id != id)
+		pw = &(*pw)->next;
 	w = *pw;
 	if (w != NULL)
 		*pw = w->next;

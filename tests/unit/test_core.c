@@ -306,7 +306,7 @@ test_host_only_response_is_continued(void **state)
 	struct fake_owner o = { 0, SUBMIT_OK, "" };
 	struct cells hist;
 	struct host_binding b = { 7, &hist, fake_submit, &o };
-	json_t *resp, *outs, *next;
+	json_t *resp, *outs, *next, *task = json_string("task");
 	char *err;
 
 	(void)state;
@@ -320,7 +320,8 @@ test_host_only_response_is_continued(void **state)
 	assert_int_equal(json_array_size(outs), 1);
 	assert_string_equal(json_string_value(json_object_get(
 	    json_array_get(outs, 0), "call_id")), "call_a");
-	next = hosttools_continuation(json_string("task"), resp, outs);
+	next = hosttools_continuation(task, resp, outs);
+	json_decref(task);
 	/* user message, reasoning, call (no status), output */
 	assert_int_equal(json_array_size(next), 4);
 	assert_string_equal(json_string_value(json_object_get(

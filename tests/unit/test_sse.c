@@ -10,6 +10,10 @@
  *    (CRLF, CR, BOM; final output stripped; every *.done event dropped;
  *    cut short), checked against values taken from the recordings. A
  *    fixture file without an entry in fx_expects fails the test.
+ * 4. The fast path (a scanner of jansson's grammar) against json_loadb():
+ *    two assemblers fed the same tricky events, every fixture as recorded
+ *    and randomly mutated, and the bodies; everything observable must be
+ *    identical, and the fast path must take what it is meant to take.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -2292,6 +2296,545 @@ test_fixtures(void **state)
 	assert_int_equal(n, NELEM(fx_expects));
 }
 
+/* --- 4. fast path against jansson -------------------------------------- */
+
+/*
+ * Two assemblers in lockstep, one with the fast path (the default), one
+ * with every event going through json_loadb(). Whatever they are fed,
+ * every observable must be identical: return values, status, messages,
+ * counts, the last event and the assembled result, byte for byte.
+ */
+struct twin {
+	struct response *r[2];	/* fast, jansson */
+	size_t fed;
+};
+
+static void
+twin_init(struct twin *t)
+{
+	assert_non_null(t->r[0] = response_new());
+	assert_non_null(t->r[1] = response_new());
+	response_set_fast(t->r[1], 0);
+	t->fed = 0;
+}
+
+static void
+twin_clear(struct twin *t)
+{
+	response_free(t->r[0]);
+	response_free(t->r[1]);
+}
+
+static char *
+dump_or_null(json_t *v)
+{
+	return v != NULL ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) :
+	    strdup("(null)");
+}
+
+static void
+twin_same_json(const char *ctx, const char *what, json_t *a, json_t *b)
+{
+	char *da = dump_or_null(a), *db = dump_or_null(b);
+
+	assert_non_null(da);
+	assert_non_null(db);
+	if ((a == NULL) != (b == NULL) || (a != NULL && !json_equal(a, b)) ||
+	    strcmp(da, db) != 0)
+		fail_msg("%s: %s differs\nfast:    %.400s\njansson: %.400s", ctx,
+		    what, da, db);
+	free(da);
+	free(db);
+}
+
+static void
+twin_same_state(const char *ctx, struct twin *t)
+{
+	const struct response_usage *u0 = response_usage(t->r[0]);
+	const struct response_usage *u1 = response_usage(t->r[1]);
+
+	check_str(ctx, "status", response_status_name(response_status(
+	    t->r[0])), response_status_name(response_status(t->r[1])));
+	check_str(ctx, "error", response_error(t->r[0]),
+	    response_error(t->r[1]));
+	check_str(ctx, "code", response_error_code(t->r[0]),
+	    response_error_code(t->r[1]));
+	check_str(ctx, "id", response_id(t->r[0]), response_id(t->r[1]));
+	check_str(ctx, "model", response_model(t->r[0]),
+	    response_model(t->r[1]));
+	check_num(ctx, "delta bytes", (long long)response_delta_bytes(t->r[0]),
+	    (long long)response_delta_bytes(t->r[1]));
+	check_num(ctx, "usage", u0 != NULL, u1 != NULL);
+	if (u0 != NULL && u1 != NULL && memcmp(u0, u1, sizeof(*u0)) != 0)
+		fail_msg("%s: usage differs", ctx);
+}
+
+/* Feed both; returns what they returned (the same, or the test fails). */
+static int
+twin_feed(struct twin *t, const char *ctx, const char *event,
+    const char *data, size_t len)
+{
+	int k0, k1;
+
+	k0 = response_feed(t->r[0], event, data, len);
+	k1 = response_feed(t->r[1], event, data, len);
+	t->fed++;
+	if (k0 != k1)
+		fail_msg("%s: feed returned %d (fast) and %d (jansson) for "
+		    "%.*s", ctx, k0, k1, (int)(len < 300 ? len : 300), data);
+	twin_same_state(ctx, t);
+	twin_same_json(ctx, "last event", response_last_event(t->r[0]),
+	    response_last_event(t->r[1]));
+	return k0;
+}
+
+static void
+twin_same_result(const char *ctx, struct twin *t)
+{
+	twin_same_json(ctx, "result", response_result(t->r[0]),
+	    response_result(t->r[1]));
+}
+
+/* Items for every kind of streamed string: message, reasoning, function
+ * call, apply_patch call, custom tool call. */
+static const char *const twin_prefix[] = {
+	"{\"type\":\"response.created\",\"response\":{\"id\":\"resp_f\","
+	    "\"model\":\"m\",\"status\":\"in_progress\",\"output\":[],"
+	    "\"temperature\":1.0,\"top_p\":0.25,\"usage\":null}}",
+	"{\"type\":\"response.output_item.added\",\"output_index\":0,"
+	    "\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":"
+	    "\"assistant\",\"content\":[]}}",
+	"{\"type\":\"response.content_part.added\",\"item_id\":\"msg_1\","
+	    "\"output_index\":0,\"content_index\":0,\"part\":{\"type\":"
+	    "\"output_text\",\"text\":\"\",\"annotations\":[]}}",
+	"{\"type\":\"response.output_item.added\",\"output_index\":1,"
+	    "\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[]}}",
+	"{\"type\":\"response.output_item.added\",\"output_index\":2,"
+	    "\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"name\":"
+	    "\"f\",\"call_id\":\"c1\",\"arguments\":\"\"}}",
+	"{\"type\":\"response.output_item.added\",\"output_index\":3,"
+	    "\"item\":{\"id\":\"ap_1\",\"type\":\"apply_patch_call\","
+	    "\"operation\":{\"type\":\"update_file\",\"path\":\"a\"}}}",
+	"{\"type\":\"response.output_item.added\",\"output_index\":4,"
+	    "\"item\":{\"id\":\"ct_1\",\"type\":\"custom_tool_call\","
+	    "\"input\":\"\"}}",
+};
+
+#define TD "{\"type\":\"response.output_text.delta\","
+#define TI "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,"
+
+/* fast: 1 if the fast path must take it (read or built), 0 if it must
+ * leave it to jansson (invalid, or beyond the scanner's limits). */
+static const struct fast_case {
+	const char *data;
+	size_t len;		/* 0: strlen(data) */
+	int fast;
+} fast_cases[] = {
+	{ TD TI "\"delta\":\"plain\"}", 0, 1 },
+	{ TD TI "\"delta\":\"\"}", 0, 1 },
+	{ TD TI "\"delta\":\"q\\\" b\\\\ s\\/ \\b\\f\\n\\r\\t\"}", 0, 1 },
+	{ TD TI "\"delta\":\"\\u00e9\\u4E2D\\u0041\\u007f\"}", 0, 1 },
+	{ TD TI "\"delta\":\"raw \xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\"}",
+	    0, 1 },
+	{ TD TI "\"delta\":\"\\ud83d\\ude00 \\uD83D\\uDE00\"}", 0, 1 },
+	{ TD TI "\"delta\":\"a\\u0000b\"}", 0, 1 },
+	{ TD TI "\"delta\":\"\\ud83d\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\ude00\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\ud83d\\u0041\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\ude00\\ud83d\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\ud83dx\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\x\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\u12\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\u12G4\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\\\"}", 0, 0 },
+	{ TD TI "\"delta\":\"tab\there\"}", 0, 0 },
+	{ TD TI "\"delta\":\"ctl\x01\"}", 0, 0 },
+	{ TD TI "\"delta\":\"del\x7f\"}", 0, 1 },
+	{ TD TI "\"delta\":\"a\0b\"}", sizeof(TD TI "\"delta\":\"a\0b\"}") - 1,
+	    0 },
+	{ TD TI "\"delta\":\"\xc0\x80\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xc1\xbf\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xe0\x80\xaf\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xed\xa0\x80\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xf4\x90\x80\x80\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xf5\x80\x80\x80\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xe2\x82\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\x80\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xf0\x9f\x98\"}", 0, 0 },
+	{ TD TI "\"delta\":\"\xef\xbf\xbf\xf4\x8f\xbf\xbf\"}", 0, 1 },
+	/* indexes: -0 is 0; reals, -1 and huge numbers are not indexes */
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":-0,\"content_index\":-0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":1e2,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0.0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":-1,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":1E0,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":null,\"content_index\":"
+	    "null,\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":\"0\",\"content_index\":"
+	    "true,\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"output_index\":null,\"content_index\":0,\"delta\":\"z\"}", 0,
+	    1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":"
+	    "null,\"content_index\":1,\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":"
+	    "1025,\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":"
+	    "999999999999999999,\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":"
+	    "9223372036854775807,\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":"
+	    "99999999999999999999,\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":00,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":01,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":-,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":1.,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":.5,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":1e,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	{ TD "\"item_id\":\"msg_1\",\"output_index\":+1,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 0 },
+	/* item_id: wrong, unknown, absent, not a string, escaped */
+	{ TD "\"item_id\":\"fc_1\",\"output_index\":0,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_9\",\"content_index\":0,\"delta\":\"z\"}", 0,
+	    1 },
+	{ TD "\"item_id\":\"msg_1\",\"content_index\":0,\"delta\":\"z\"}", 0,
+	    1 },
+	{ TD "\"output_index\":0,\"content_index\":0,\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":7,\"output_index\":0,\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg\\u005f1\",\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD "\"item_id\":\"msg_1\\u0000x\",\"content_index\":0,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	/* duplicates: jansson keeps the last */
+	{ TD TI "\"delta\":\"first\",\"delta\":\"second\"}", 0, 1 },
+	{ TD TI "\"output_index\":2,\"delta\":\"z\"}", 0, 1 },
+	{ "{\"type\":\"response.refusal.delta\"," TI
+	    "\"type\":\"response.output_text.delta\",\"delta\":\"z\"}", 0, 1 },
+	{ TD TI "\"x\":1,\"x\":[2],\"delta\":\"z\"}", 0, 1 },
+	/* other values, skipped or built */
+	{ TD TI "\"logprobs\":[{\"a\":[1,-2.5e-3,{\"b\":null}],\"c\":true},"
+	    "false,[],{}],\"sequence_number\":12,\"delta\":\"z\"}", 0, 1 },
+	{ TD TI "\"obfuscation\":\"x\\u00e9\\\"\",\"delta\":\"z\"}", 0, 1 },
+	{ TD TI "\"big\":1e400,\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"big\":-1e400,\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"tiny\":1e-400,\"delta\":\"z\"}", 0, 1 },
+	{ TD TI "\"n\":-0.0,\"m\":0.1,\"k\":123456789.123456789e-3,"
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ TD TI "\"seq\":123456789012345678901234,\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":{\"a\\u0000\":1},\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":{\"a\\u0041\":1},\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":nul,\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":truex,\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":[1,],\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":{\"a\":1,},\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]"
+	    "]]]]]]]]]]]]]]]]]]]]]]]],\"delta\":\"z\"}", 0, 0 },
+	{ TD TI "\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]"
+	    "]]]]],\"delta\":\"z\"}", 0, 1 },
+	/* shape: white space, garbage, missing and mistyped fields */
+	{ " \t\r\n{ \"type\" : \"response.output_text.delta\" , \"item_id\" :"
+	    " \"msg_1\" , \"output_index\" : 0 , \"content_index\" : 0 , "
+	    "\"delta\" : \"ws\" } \n", 0, 1 },
+	{ TD TI "\"delta\":\"z\"}x", 0, 0 },
+	{ TD TI "\"delta\":\"z\"}{}", 0, 0 },
+	{ TD TI "\"delta\":\"z\",}", 0, 0 },
+	{ TD TI "\"delta\":\"z\"", 0, 0 },
+	{ TD TI "\"delta\":\"z}", 0, 0 },
+	{ TD TI "\"delta\" \"z\"}", 0, 0 },
+	{ TD TI "\"delta\":\"z\"]", 0, 0 },
+	{ TD TI "\"delta\":null}", 0, 1 },
+	{ TD TI "\"delta\":5}", 0, 1 },
+	{ TD TI "\"delta\":[\"z\"]}", 0, 1 },
+	{ TD TI "\"delt\\u0061\":\"z\"}", 0, 0 },
+	{ TD TI "\"text\":\"z\"}", 0, 1 },
+	{ "{\"type\":\"response.output_text.delt\\u0061\"," TI
+	    "\"delta\":\"z\"}", 0, 1 },
+	{ "{\"type\":7," TI "\"delta\":\"z\"}", 0, 1 },
+	{ "{" TI "\"delta\":\"z\"}", 0, 1 },
+	{ "{}", 0, 1 },
+	{ "[]", 0, 1 },
+	{ "[\"response.output_text.delta\"]", 0, 1 },
+	{ "\"response.output_text.delta\"", 0, 0 },
+	{ "5", 0, 0 },
+	{ "{\"type\":\"response.audio.delta\",\"delta\":\"abc\"}", 0, 1 },
+	/* the other streamed strings, and their .done events */
+	{ "{\"type\":\"response.refusal.delta\"," TI "\"delta\":\"no\"}", 0,
+	    1 },
+	{ "{\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":"
+	    "\"rs_1\",\"output_index\":1,\"summary_index\":0,\"delta\":"
+	    "\"\\u2203x\"}", 0, 1 },
+	{ "{\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":"
+	    "\"rs_1\",\"output_index\":1,\"summary_index\":-0,"
+	    "\"content_index\":\"x\",\"delta\":\"s\"}", 0, 1 },
+	{ "{\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":"
+	    "\"rs_1\",\"output_index\":1,\"summary_index\":2.0,"
+	    "\"delta\":\"s\"}", 0, 1 },
+	{ "{\"type\":\"response.reasoning_text.delta\",\"item_id\":\"rs_1\","
+	    "\"output_index\":1,\"content_index\":0,\"delta\":\"r\"}", 0, 1 },
+	{ "{\"type\":\"response.function_call_arguments.delta\",\"item_id\":"
+	    "\"fc_1\",\"output_index\":2,\"content_index\":\"ignored\","
+	    "\"delta\":\"{\\\"a\\\":\"}", 0, 1 },
+	{ "{\"type\":\"response.function_call_arguments.done\",\"item_id\":"
+	    "\"fc_1\",\"output_index\":2,\"arguments\":\"{\\\"a\\\":1}\"}", 0,
+	    1 },
+	{ "{\"type\":\"response.apply_patch_call_operation_diff.delta\","
+	    "\"item_id\":\"ap_1\",\"output_index\":3,\"delta\":\"@@ -1 +1 @@"
+	    "\\n\"}", 0, 1 },
+	{ "{\"type\":\"response.custom_tool_call_input.delta\",\"item_id\":"
+	    "\"ct_1\",\"output_index\":4,\"delta\":\"in\"}", 0, 1 },
+	{ "{\"type\":\"response.custom_tool_call_input.done\",\"item_id\":"
+	    "\"ct_1\",\"output_index\":4,\"input\":null}", 0, 1 },
+	{ "{\"type\":\"response.output_text.done\"," TI "\"text\":\"all "
+	    "\\u00e9\",\"logprobs\":[]}", 0, 1 },
+	{ "{\"type\":\"response.output_text.done\"," TI "\"delta\":\"x\"}", 0,
+	    1 },
+	{ "{\"type\":\"response.output_text.done\"," TI "\"text\":\"a\","
+	    "\"text\":\"b\"}", 0, 1 },
+	{ "{\"type\":\"error\",\"code\":\"c\\u00e9\",\"message\":\"m\\n\","
+	    "\"param\":null}", 0, 1 },
+};
+
+static void
+fast_case_ctx(char *ctx, size_t size, size_t i)
+{
+	(void)snprintf(ctx, size, "fast case %zu: %.200s", i,
+	    fast_cases[i].data);
+}
+
+static void
+test_response_fast_cases(void **state)
+{
+	static const char tail[] = TD TI "\"delta\":\" end\"}";
+	static const char completed[] = "{\"type\":\"response.completed\","
+	    "\"response\":{\"id\":\"resp_f\",\"status\":\"completed\","
+	    "\"output\":[],\"usage\":{\"input_tokens\":3.0,"
+	    "\"output_tokens\":2,\"total_tokens\":5}}}";
+	char ctx[300];
+	struct twin t;
+	size_t i, j, len, before;
+	int k;
+
+	(void)state;
+	for (i = 0; i < NELEM(fast_cases); i++) {
+		fast_case_ctx(ctx, sizeof(ctx), i);
+		twin_init(&t);
+		for (j = 0; j < NELEM(twin_prefix); j++)
+			assert_true(twin_feed(&t, ctx, NULL, twin_prefix[j],
+			    strlen(twin_prefix[j])) >= 0);
+		len = fast_cases[i].len ? fast_cases[i].len :
+		    strlen(fast_cases[i].data);
+		before = response_fast_count(t.r[0]);
+		k = twin_feed(&t, ctx, "message", fast_cases[i].data, len);
+		check_num(ctx, "taken by the fast path",
+		    (long long)(response_fast_count(t.r[0]) - before),
+		    fast_cases[i].fast);
+		check_num(ctx, "jansson twin's fast count",
+		    (long long)response_fast_count(t.r[1]), 0);
+		if (k >= 0) {
+			(void)twin_feed(&t, ctx, NULL, tail, strlen(tail));
+			twin_same_result(ctx, &t);
+			(void)twin_feed(&t, ctx, NULL, completed,
+			    strlen(completed));
+		}
+		check_num(ctx, "finish", response_finish(t.r[0], 0),
+		    response_finish(t.r[1], 0));
+		twin_same_state(ctx, &t);
+		twin_same_result(ctx, &t);
+		twin_clear(&t);
+	}
+}
+
+/* What the fast path must make of some deltas, spelled out. */
+static void
+test_response_fast_values(void **state)
+{
+	static const struct {
+		const char *delta;	/* JSON string body */
+		const char *want;
+		size_t len;
+	} v[] = {
+		{ "a\\u0000b", "a\0b", 3 },
+		{ "\\ud83d\\ude00", "\xf0\x9f\x98\x80", 4 },
+		{ "\\u00e9\\u4e2d", "\xc3\xa9\xe4\xb8\xad", 5 },
+		{ "\\\"\\\\\\/\\b\\f\\n\\r\\t", "\"\\/\b\f\n\r\t", 8 },
+		{ "\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf", 4 },
+	};
+	char data[256];
+	struct response *r;
+	json_t *text;
+	size_t i, j;
+
+	(void)state;
+	for (i = 0; i < NELEM(v); i++) {
+		assert_non_null(r = response_new());
+		for (j = 0; j < 3; j++)
+			assert_true(feed(r, NULL, twin_prefix[j]) >= 0);
+		(void)snprintf(data, sizeof(data), TD TI "\"delta\":\"%s\"}",
+		    v[i].delta);
+		assert_int_equal(feed(r, NULL, data), RESPONSE_EV_DELTA);
+		assert_int_equal(response_fast_count(r), 4);
+		assert_int_equal(response_delta_bytes(r), v[i].len);
+		text = path_get(response_result(r), "output/0/content/0/text");
+		assert_int_equal(json_string_length(text), v[i].len);
+		assert_memory_equal(json_string_value(text), v[i].want,
+		    v[i].len);
+		/* The event itself, parsed on demand. */
+		assert_int_equal(json_string_length(path_get(
+		    response_last_event(r), "delta")), v[i].len);
+		response_free(r);
+	}
+}
+
+/* Mutate data in place (it has room for 16 more bytes): one of a few
+ * edits that tend to hit the scanner's corners. */
+static size_t
+mutate(char *data, size_t len, uint64_t *rng)
+{
+	static const char *const snippets[] = { "\\u0000", "\\ud83d",
+	    "\\ude00", "\\ud83d\\ude00", "\\\\", "\\\"", "\xc3\xa9",
+	    "\xed\xa0\x80", "\xc0\x80", "1e2", "-0", ".5", "null", ",", " ",
+	    "{}", "[]", "\"", "\x01", "\\", "0", "e", "-", "\x80", "}", "]" };
+	size_t pos = (size_t)(rng_next(rng) % (len + 1)), n;
+	const char *s;
+
+	switch (rng_next(rng) % 4) {
+	case 0:		/* delete a byte */
+		if (pos < len) {
+			memmove(data + pos, data + pos + 1, len - pos - 1);
+			len--;
+		}
+		break;
+	case 1:		/* replace a byte */
+		if (pos < len) {
+			s = snippets[rng_next(rng) % NELEM(snippets)];
+			data[pos] = s[0];
+		}
+		break;
+	default:	/* insert a snippet */
+		s = snippets[rng_next(rng) % NELEM(snippets)];
+		n = strlen(s);
+		memmove(data + pos + n, data + pos, len - pos);
+		memcpy(data + pos, s, n);
+		len += n;
+		break;
+	}
+	return len;
+}
+
+/* Every fixture stream through both, as recorded and with random
+ * mutations; then the result must be the same too. */
+static void
+twin_fixture(const char *name, json_t *blocks, uint64_t seed)
+{
+	char ctx[256], *buf;
+	struct twin t;
+	json_t *b;
+	const char *data, *event;
+	size_t i, len, nonfiller = 0;
+	uint64_t rng = seed * 0x9e3779b97f4a7c15ULL + 1;
+
+	twin_init(&t);
+	for (i = 0; (b = json_array_get(blocks, i)) != NULL; i++) {
+		if ((data = path_str(b, "data")) == NULL)
+			continue;
+		event = path_str(b, "event");
+		len = strlen(data);
+		assert_non_null(buf = malloc(len + 64));
+		memcpy(buf, data, len);
+		if (seed > 0 && rng_next(&rng) % 8 == 0)
+			len = mutate(buf, len, &rng);
+		(void)snprintf(ctx, sizeof(ctx), "%s seed %llu block %zu", name,
+		    (unsigned long long)seed, i);
+		nonfiller += strcmp(data, "[DONE]") != 0;
+		(void)twin_feed(&t, ctx, event, buf, len);
+		free(buf);
+	}
+	(void)snprintf(ctx, sizeof(ctx), "%s seed %llu", name,
+	    (unsigned long long)seed);
+	if (seed == 0)	/* as recorded, every event takes the fast path */
+		check_num(ctx, "fast events",
+		    (long long)response_fast_count(t.r[0]), (long long)nonfiller);
+	twin_same_result(ctx, &t);
+	check_num(ctx, "finish", response_finish(t.r[0], 0),
+	    response_finish(t.r[1], 0));
+	twin_same_state(ctx, &t);
+	twin_same_result(ctx, &t);
+	twin_clear(&t);
+}
+
+static void
+test_response_fast_fixtures(void **state)
+{
+	DIR *d;
+	struct dirent *de;
+	struct fx_expect *e;
+	json_t *blocks;
+	char *raw;
+	size_t len, n = 0;
+	uint64_t seed;
+
+	(void)state;
+	if ((d = opendir(fx_dir())) == NULL) {
+		fail_msg("fixtures directory %s: %s (set AGENTZ_FIXTURES)",
+		    fx_dir(), strerror(errno));
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if ((e = fx_find(de->d_name)) == NULL || e->kind != FX_STREAM)
+			continue;
+		raw = fx_read(e->file, &len);
+		blocks = fx_blocks(e->file, raw);
+		for (seed = 0; seed < 40; seed++)
+			twin_fixture(e->file, blocks, seed);
+		json_decref(blocks);
+		free(raw);
+		n++;
+	}
+	assert_int_equal(closedir(d), 0);
+	assert_true(n > 0);
+}
+
+/* Bodies (non-streamed responses and error bodies) through both. */
+static void
+test_response_fast_bodies(void **state)
+{
+	struct twin t;
+	struct fx_expect *e;
+	char *raw;
+	size_t i, len;
+
+	(void)state;
+	for (i = 0; i < NELEM(fx_expects); i++) {
+		e = &fx_expects[i];
+		if (e->kind != FX_BODY && e->kind != FX_ERROR_BODY)
+			continue;
+		raw = fx_read(e->file, &len);
+		twin_init(&t);
+		check_num(e->file, "feed_body", response_feed_body(t.r[0], raw,
+		    len), response_feed_body(t.r[1], raw, len));
+		check_num(e->file, "fast", (long long)response_fast_count(
+		    t.r[0]), 1);
+		twin_same_state(e->file, &t);
+		twin_same_result(e->file, &t);
+		twin_clear(&t);
+		free(raw);
+	}
+}
+
 int
 main(void)
 {
@@ -2321,6 +2864,10 @@ main(void)
 		cmocka_unit_test(test_response_bodies),
 		cmocka_unit_test(test_response_error_body),
 		cmocka_unit_test(test_fixtures),
+		cmocka_unit_test(test_response_fast_cases),
+		cmocka_unit_test(test_response_fast_values),
+		cmocka_unit_test(test_response_fast_fixtures),
+		cmocka_unit_test(test_response_fast_bodies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
