@@ -170,9 +170,14 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		reply_error(a, p->req, type, msg);
 	} else if (same_worker(p)) {
 		s = json_dumps(resp, JSON_COMPACT);
-		clean = s != NULL ? redact_string(a->red, s, strlen(s), &n) : NULL;
-		if (clean != NULL)
-			(void)runner_reply(a->runner, p->req, REPLY_OK, clean, n);
+		/* no copy when there is no secret to clean */
+		clean = s != NULL && redact_count(a->red) > 0 ?
+		    redact_string(a->red, s, strlen(s), &n) : NULL;
+		if (clean == NULL && s != NULL)
+			n = strlen(s);
+		if (clean != NULL || s != NULL)
+			(void)runner_reply(a->runner, p->req, REPLY_OK,
+			    clean != NULL ? clean : s, n);
 		else
 			reply_error(a, p->req, "ModelError", "out of memory");
 		free(s);
