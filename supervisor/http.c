@@ -422,8 +422,14 @@ curl_retryable(CURLcode rc)
 static int
 status_retryable(const struct http_req *r)
 {
+	static const char quota[] = "insufficient_quota";
+
 	if (r->should_retry >= 0)
 		return r->should_retry;
+	/* An exhausted quota is a 429 that waiting will not fix. */
+	if (r->status == 429 && r->ebody != NULL &&
+	    memmem(r->ebody, r->ebody_len, quota, sizeof quota - 1) != NULL)
+		return 0;
 	return r->status == 408 || r->status == 409 || r->status == 429 ||
 	    r->status >= 500;
 }

@@ -6,13 +6,14 @@
  * so several requests run at once and nothing ever blocks.
  *
  * Each request retries on its own, up to max_retries times: on HTTP 408,
- * 409, 429 and every 5xx, and on transport failures (refused, reset, DNS,
- * connect timeout, a 2xx that breaks before its first body byte) that
- * happen before any body byte reached the data callback. The delay is the
- * server's retry-after-ms or retry-after (seconds or an HTTP date; capped
- * at HTTP_RETRY_AFTER_MAX_MS), else base_backoff_ms * 2^retries with
- * equal jitter, capped at HTTP_BACKOFF_MAX_MS. An `x-should-retry: true`
- * or `false` response header overrides the status rule, as in the
+ * 409, 429 (but not one whose body says insufficient_quota) and every
+ * 5xx, and on transport failures (refused, reset, DNS, connect timeout,
+ * a 2xx that breaks before its first body byte) that happen before any
+ * body byte reached the data callback. The delay is the server's
+ * retry-after-ms or retry-after (seconds or an HTTP date; capped at
+ * HTTP_RETRY_AFTER_MAX_MS), else base_backoff_ms * 2^retries with equal
+ * jitter, capped at HTTP_BACKOFF_MAX_MS. An `x-should-retry: true` or
+ * `false` response header overrides the status rule, as in the
  * official SDKs. Other 4xx (400, 401, 403, 404, 422, ...) end the request
  * at once. Once body bytes of a 2xx were delivered the request is never
  * retried: the caller has seen them.

@@ -876,6 +876,19 @@ def test_http_429_honours_retry_after_ms(tmp_path):
     assert 0.55 <= gap < 2.5, gap
 
 
+def test_http_429_insufficient_quota_is_not_retried(tmp_path):
+    # A 429 for an exhausted quota will not get better by waiting.
+    what, text, probes, p = run_probe(tmp_path, [
+        {"kind": "http_error", "status": 429,
+         "error": {"message": "You exceeded your current quota.",
+                   "type": "insufficient_quota", "code": "insufficient_quota"},
+         "headers": {"retry-after-ms": "20"}},
+        {"text": "SHOULD-NOT-BE-RETRIED"}])
+    assert what == "MODELERROR", show(p)
+    assert len(probes) == 1
+    assert "HTTP 429" in text and "insufficient_quota" in text, text
+
+
 @pytest.mark.parametrize("status", [408, 409, 500, 503])
 def test_http_retryable_status_is_retried(tmp_path, status):
     what, text, probes, p = run_probe(tmp_path, [
