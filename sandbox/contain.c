@@ -529,8 +529,12 @@ contain_child_drop_caps(void)
 	struct __user_cap_data_struct data[2];
 	int cap;
 
+	/* Without CAP_SETPCAP (a plain user) the bounding set cannot be
+	 * dropped: EPERM. Such a process holds no capability to lose, and
+	 * NO_NEW_PRIVS (set with the seccomp filter) stops setuid gains. */
 	for (cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL &&
+		    !(errno == EPERM && geteuid() != 0))
 			return -1;
 	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	memset(data, 0, sizeof data);

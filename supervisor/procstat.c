@@ -10,51 +10,74 @@
 #include <string.h>
 #include <unistd.h>
 
-static ssize_t
-read_proc(pid_t pid, const char *name, char *buf, size_t len)
+static int
+open_proc(pid_t pid, const char *name, int flags)
 {
 	char path[64];
-	ssize_t n;
-	int fd;
 
 	(void)snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	return open(path, flags | O_CLOEXEC);
+}
+
+int
+procstat_open(struct procstat *ps, pid_t pid)
+{
+	ps->stat_fd = open_proc(pid, "stat", O_RDONLY);
+	ps->status_fd = open_proc(pid, "status", O_RDONLY);
+	ps->clear_fd = open_proc(pid, "clear_refs", O_WRONLY);
+	if (ps->stat_fd < 0 || ps->status_fd < 0) {
+		procstat_close(ps);
 		return -1;
-	n = read(fd, buf, len - 1);
-	(void)close(fd);
+	}
+	return 0;
+}
+
+void
+procstat_close(struct procstat *ps)
+{
+	int *fds[3] = { &ps->stat_fd, &ps->status_fd, &ps->clear_fd };
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if (*fds[i] >= 0)
+			(void)close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+int
+procstat_reset_peak(const struct procstat *ps)
+{
+	if (ps->clear_fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	/* "5": reset the peak RSS (proc(5), clear_refs) */
+	return pwrite(ps->clear_fd, "5", 1, 0) == 1 ? 0 : -1;
+}
+
+static ssize_t
+read_at(int fd, char *buf, size_t len)
+{
+	ssize_t n = pread(fd, buf, len - 1, 0);
+
 	if (n >= 0)
 		buf[n] = '\0';
 	return n;
 }
 
 int
-procstat_reset_peak(pid_t pid)
-{
-	char path[64];
-	int fd, rc;
-
-	(void)snprintf(path, sizeof path, "/proc/%ld/clear_refs", (long)pid);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = write(fd, "5", 1) == 1 ? 0 : -1;	/* 5: reset peak RSS */
-	(void)close(fd);
-	return rc;
-}
-
-int
-procstat_sample(pid_t pid, long *peak_kb, uint64_t *cpu_us)
+procstat_sample(const struct procstat *ps, long *peak_kb, uint64_t *cpu_us)
 {
 	char buf[4096], *p;
 	unsigned long long ut, st, cut, cst;
 	long tck = sysconf(_SC_CLK_TCK);
 
-	if (read_proc(pid, "status", buf, sizeof buf) < 0)
+	if (read_at(ps->status_fd, buf, sizeof buf) < 0)
 		return -1;
 	p = strstr(buf, "VmHWM:");
 	*peak_kb = p != NULL ? strtol(p + 6, NULL, 10) : 0;
-	if (read_proc(pid, "stat", buf, sizeof buf) < 0)
+	if (read_at(ps->stat_fd, buf, sizeof buf) < 0)
 		return -1;
 	p = strrchr(buf, ')');
 	/* fields 14-17 after the comm: utime stime cutime cstime */
@@ -66,4 +89,17 @@ procstat_sample(pid_t pid, long *peak_kb, uint64_t *cpu_us)
 	}
 	*cpu_us = (ut + st + cut + cst) * 1000000ull / (unsigned long long)tck;
 	return 0;
+}
+
+int
+procstat_sample_pid(pid_t pid, long *peak_kb, uint64_t *cpu_us)
+{
+	struct procstat ps;
+	int rc;
+
+	if (procstat_open(&ps, pid) < 0)
+		return -1;
+	rc = procstat_sample(&ps, peak_kb, cpu_us);
+	procstat_close(&ps);
+	return rc;
 }

@@ -41,7 +41,8 @@ struct runner {
 	/* the running cell's deadline */
 	uint64_t deadline_timer, stage_timer;
 	uint64_t deadline_us, kill_us;
-	uint64_t cpu0_us;
+	uint64_t cpu0_us;	/* the worker's CPU at the last sample */
+	struct procstat ps;	/* the live worker's /proc files */
 	/* a cell whose worker died, finished once a fresh one is ready */
 	struct cell *dead;
 	/* output redaction, per stream, so a secret split across chunks is
@@ -114,6 +115,7 @@ runner_new(struct loop *l, const struct runner_config *c,
 	r->ctx = ctx;
 	cells_init(&r->cells, c->output_limit);
 	buf_init(&r->inbuf);
+	r->ps.stat_fd = r->ps.status_fd = r->ps.clear_fd = -1;
 	redact_stream_init(&r->rs[0]);
 	redact_stream_init(&r->rs[1]);
 	r->contain = contain_new(&c->worker.limits);
@@ -136,6 +138,7 @@ runner_free(struct runner *r)
 	worker_free(r->w);
 	loop_timer_cancel(r->loop, r->respawn_timer);
 	cancel_deadline(r);
+	procstat_close(&r->ps);
 	contain_free(r->contain);
 	if (r->cfg.input_fd >= 0)
 		loop_unwatch(r->loop, r->cfg.input_fd);
@@ -211,13 +214,9 @@ dispatch_pending(struct runner *r)
 	c->t0_us = loop_now_us();
 	c->worker_pid = worker_pid(r->w);
 	c->worker_gen = worker_generation(r->w);
-	(void)procstat_reset_peak(c->worker_pid);
-	{
-		long kb;
-
-		if (procstat_sample(c->worker_pid, &kb, &r->cpu0_us) < 0)
-			r->cpu0_us = 0;
-	}
+	/* CPU is counted from the previous sample (READY or the last
+	 * DONE): no read on the way in, one write to reset the peak. */
+	(void)procstat_reset_peak(&r->ps);
 	if (r->cfg.cell_timeout_ms > 0)
 		r->deadline_timer = loop_timer(r->loop, r->cfg.cell_timeout_ms,
 		    on_deadline, r);
@@ -344,6 +343,13 @@ w_ready(struct worker *w, void *ctx)
 	    (unsigned long long)worker_spawn_ready_us(w),
 	    worker_python_version(w), worker_sandbox(w));
 	r->start_failures = 0;
+	procstat_close(&r->ps);
+	if (procstat_open(&r->ps, worker_pid(w)) == 0) {
+		long kb;
+
+		if (procstat_sample(&r->ps, &kb, &r->cpu0_us) < 0)
+			r->cpu0_us = 0;
+	}
 	finish_dead(r);
 	dispatch_pending(r);
 }
@@ -411,18 +417,19 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 {
 	struct runner *r = ctx;
 	struct cell *c = r->current;
-
 	long kb;
 	uint64_t cpu;
 
+	(void)w;
 	input_stop(r);
 	cancel_deadline(r);
 	cells_finish_done(c, d);
 	flush_output(r, c);
 	r->current = NULL;
-	if (procstat_sample(worker_pid(w), &kb, &cpu) == 0) {
+	if (procstat_sample(&r->ps, &kb, &cpu) == 0) {
 		c->maxrss_kb = kb;
-		c->cpu_us = cpu - r->cpu0_us;
+		c->cpu_us = cpu > r->cpu0_us ? cpu - r->cpu0_us : 0;
+		r->cpu0_us = cpu;
 	}
 	if (c->timeout_stage != NULL) {
 		c->deadline_to_ready_ms = (double)(loop_now_us() -
@@ -704,6 +711,7 @@ w_death(struct worker *w, const struct worker_death *d, void *ctx)
 	describe_death(d, why, sizeof why);
 	input_stop(r);
 	cancel_deadline(r);
+	procstat_close(&r->ps);
 	if (c != NULL)
 		record_death(r, c, d);
 	r->current = NULL;

@@ -639,7 +639,7 @@ worker_kill(struct worker *w, const char *reason)
 		return;
 	if (reason != NULL && w->kill_reason == NULL)
 		w->kill_reason = strdup(reason);
-	if (!w->sampled && w->wpid > 0 && procstat_sample(w->wpid,
+	if (!w->sampled && w->wpid > 0 && procstat_sample_pid(w->wpid,
 	    &w->kill_peak_kb, &w->kill_cpu_us) == 0)
 		w->sampled = 1;
 	if (w->state != WORKER_BUSY && w->state != WORKER_DYING)

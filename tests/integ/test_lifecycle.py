@@ -116,3 +116,29 @@ def test_supervisor_sigkill_takes_the_worker_tree_down(tmp_path):
             os.kill(pid, signal.SIGKILL)
         if p.poll() is None:
             p.kill()
+
+
+def test_runs_as_a_plain_user_with_what_it_can_use(tmp_path):
+    """Without root there is no cgroup or PID namespace, and the bounding
+    set cannot be dropped: the worker must still start, sandboxed."""
+    import pwd
+    import pytest
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become another user")
+    nobody = pwd.getpwnam("nobody")
+    cell = ("import os\nprint(os.geteuid(), open('/proc/self/status')"
+            ".read().count('NoNewPrivs:\\t1'))\n")
+
+    def demote():
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+    p = subprocess.run([AGENTZ, "exec", "--json", "-"], cwd="/", input=cell,
+                       preexec_fn=demote, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    import json
+    rec = json.loads(p.stdout)
+    assert rec["output"] == f"{nobody.pw_uid} 1\n"
+    assert rec["worker"]["containment"] == "subreaper,process-group"
+    assert rec["worker"]["sandbox"].startswith("seccomp=default")
