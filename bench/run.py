@@ -464,7 +464,9 @@ class Bench:
             walls.append(wall * 1e6)
         med = statistics.median(ready)
         self.results["spawn"] = med
-        cont = ",".join(w.get("containment") or []) or "none reported"
+        cont = w.get("containment") or "none reported"
+        if isinstance(cont, list):
+            cont = ",".join(cont)
         return [Row("agentz worker spawn-to-ready", med, pct(ready, 90), n,
                     f"worker.spawn_ready_us (fork -> ready frame); "
                     f"containment: {cont}"),
