@@ -11,6 +11,7 @@
  */
 #include "sandbox/contain.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -142,6 +143,40 @@ self_cgroup(const char *ctl, char *out, size_t len)
 	return found;
 }
 
+/*
+ * Removes the agentz-<pid> groups (and their worker-N) under dir whose
+ * supervisor is gone: a SIGKILLed supervisor cannot clean up after itself.
+ * A group that still has tasks refuses rmdir (EBUSY) and stays.
+ */
+static void
+sweep_stale(const char *dir)
+{
+	char path[PATH_LEN], sub[PATH_LEN];
+	struct dirent *de, *we;
+	DIR *d = opendir(dir), *wd;
+	long pid;
+
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "agentz-", 7) != 0)
+			continue;
+		pid = strtol(de->d_name + 7, NULL, 10);
+		if (pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH ||
+		    pathf(path, "%s/%s", dir, de->d_name) < 0)
+			continue;
+		wd = opendir(path);
+		while (wd != NULL && (we = readdir(wd)) != NULL)
+			if (strncmp(we->d_name, "worker-", 7) == 0 &&
+			    pathf(sub, "%s/%s", path, we->d_name) == 0)
+				(void)rmdir(sub);
+		if (wd != NULL)
+			(void)closedir(wd);
+		(void)rmdir(path);
+	}
+	if (d != NULL)
+		(void)closedir(d);
+}
+
 static int
 setup_v1(struct contain *c)
 {
@@ -155,6 +190,9 @@ setup_v1(struct contain *c)
 		    own, own[strlen(own) - 1] == '/' ? "" : "/",
 		    (long)getpid()) < 0)
 			return -1;
+		*strrchr(c->base[i], '/') = '\0';
+		sweep_stale(c->base[i]);
+		c->base[i][strlen(c->base[i])] = '/';
 		if (mkdir(c->base[i], 0700) < 0 && errno != EEXIST)
 			return -1;
 	}

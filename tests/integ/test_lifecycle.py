@@ -142,3 +142,24 @@ def test_runs_as_a_plain_user_with_what_it_can_use(tmp_path):
     assert rec["output"] == f"{nobody.pw_uid} 1\n"
     assert rec["worker"]["containment"] == "subreaper,process-group"
     assert rec["worker"]["sandbox"].startswith("seccomp=default")
+
+
+def test_stale_cgroups_of_a_dead_supervisor_are_removed(tmp_path):
+    import pytest
+    base = "/sys/fs/cgroup/pids"
+    if os.geteuid() != 0 or not os.path.isdir(base) or \
+            os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        pytest.skip("needs root and cgroup v1")
+    dead = subprocess.Popen(["true"])
+    dead.wait()                       # its pid is now free
+    stale = os.path.join(base, f"agentz-{dead.pid}")
+    os.makedirs(os.path.join(stale, "worker-1"), exist_ok=True)
+    try:
+        p = subprocess.run([AGENTZ, "exec", "-"], input="x = 1\n", text=True,
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert not os.path.exists(stale)
+    finally:
+        for d in (os.path.join(stale, "worker-1"), stale):
+            if os.path.exists(d):
+                os.rmdir(d)
