@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -25,6 +26,7 @@ extern char **environ;
 #include "supervisor/config.h"
 #include "supervisor/hosttools.h"
 #include "supervisor/http.h"
+#include "supervisor/journal.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
 #include "supervisor/redact.h"
@@ -57,6 +59,9 @@ struct agent {
 	uint32_t recovery_for;
 	unsigned failures;
 	struct cell *failed;	/* the record the repair is about */
+	struct journal *journal;	/* NULL: not journaled */
+	json_t *records;		/* the journal read back (--resume) */
+	char *stop_reason;
 };
 
 /* A call_me from the worker, waiting for its model call. */
@@ -70,12 +75,43 @@ static void run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 static void start_recovery(struct agent *a);
 
+static int record(struct agent *a, const char *type, json_t *rec);
+
 static void
 stop(struct agent *a, int rc, const char *why)
 {
 	if (why != NULL)
 		log_warnx("%s", why);
+	if (a->stop_reason == NULL && why != NULL)
+		a->stop_reason = strdup(why);
 	loop_stop(a->loop, rc);
+}
+
+/*
+ * Appends one record (consumed) to the journal, if there is one. A step
+ * that cannot be recorded must not happen: the run stops.
+ */
+static int
+record(struct agent *a, const char *type, json_t *rec)
+{
+	int rc = 0;
+
+	if (a->journal != NULL && rec != NULL &&
+	    (rc = journal_append(a->journal, type, rec)) < 0) {
+		log_warn("cannot write the journal %s", a->cfg.journal);
+		loop_stop(a->loop, EXIT_FAILED);
+	}
+	json_decref(rec);
+	return rc;
+}
+
+static json_t *
+cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
+{
+	json_t *o = json_pack("{s:i}", "cell", (int)c->n);
+
+	(void)json_object_update_new(o, part(c));
+	return o;
 }
 
 /* --- the successor ------------------------------------------------------- */
@@ -113,6 +149,10 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	a->succ_len = len;
 	a->succ_for = cell;
 	a->has_succ = 1;
+	/* keyed by the cell it follows: a repair cell by the failed one */
+	(void)record(a, "successor", json_pack("{s:i, s:s%, s:s}", "cell",
+	    (int)(for_recovery && a->failed != NULL ? a->failed->n : cell),
+	    "code", code, len, "summary", summary));
 	return SUBMIT_OK;
 }
 
@@ -291,6 +331,7 @@ run_cell(struct agent *a, const char *code, size_t len, const char *summary,
 		stop(a, EXIT_FAILED, "cannot start the next cell");
 		return;
 	}
+	(void)record(a, "input", cell_record(c, cells_inputs_json));
 	if (a->cfg.verbose)
 		show_code(c);
 	notify_status("cell %u: %s", c->n,
@@ -332,6 +373,7 @@ a_finished(void *ctx, struct cell *c)
 
 	if (c->status == CELL_OK && !has)
 		mark_no_successor(c);
+	(void)record(a, "output", cell_record(c, cells_outputs_json));
 	show_result(a, c);
 	if (c->status == CELL_EXITED) {
 		stop(a, EXIT_OK, NULL);
@@ -536,6 +578,168 @@ setup_model(struct agent *a)
 	return a->model != NULL ? 0 : -1;
 }
 
+/* --- the journal and resuming --------------------------------------------- */
+
+static json_t *
+find_run(const json_t *records)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(records, i, r) {
+		const char *t = json_string_value(json_object_get(r, "type"));
+
+		if (t != NULL && strcmp(t, "run") == 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* Reads the journal back (--resume); the task comes from it. */
+static int
+load_journal(struct agent *a)
+{
+	const char *task;
+	char *err = NULL;
+
+	a->records = journal_load(a->cfg.journal, &err);
+	if (a->records == NULL) {
+		log_warnx("--resume: %s", err != NULL ? err : "out of memory");
+		free(err);
+		return -1;
+	}
+	task = json_string_value(json_object_get(find_run(a->records),
+	    "task"));
+	if (task == NULL) {
+		log_warnx("--resume: %s holds no run record", a->cfg.journal);
+		return -1;
+	}
+	if (a->task != NULL && strcmp(a->task, task) != 0) {
+		log_warnx("--resume: the task given differs from the one in %s",
+		    a->cfg.journal);
+		return -1;
+	}
+	a->task = task;
+	return 0;
+}
+
+static int
+open_journal(struct agent *a)
+{
+	struct stat st;
+
+	if (a->cfg.journal == NULL)
+		return 0;
+	/* nothing to resume yet: a new run (how a unit starts the first time) */
+	if (a->cfg.resume && (stat(a->cfg.journal, &st) < 0 || st.st_size == 0)) {
+		if (a->task == NULL) {
+			log_warnx("--resume: %s holds no run, and no task was given",
+			    a->cfg.journal);
+			return -1;
+		}
+		a->cfg.resume = 0;
+	}
+	if (a->cfg.resume && load_journal(a) < 0)
+		return -1;
+	if (!a->cfg.resume && stat(a->cfg.journal, &st) == 0 && st.st_size > 0) {
+		log_warnx("the journal %s already holds a run: continue it with "
+		    "--resume, or give another --journal", a->cfg.journal);
+		return -1;
+	}
+	a->journal = journal_open(a->cfg.journal, a->red);
+	if (a->journal == NULL) {
+		log_warn("cannot open the journal %s", a->cfg.journal);
+		return -1;
+	}
+	return record(a, a->cfg.resume ? "resume" : "run", json_pack(
+	    "{s:s, s:s, s:f}", "task", a->task, "model", a->cfg.model, "at",
+	    loop_wall()));
+}
+
+/* The journal's records of one type by cell number, as an object. */
+static json_t *
+by_cell(const json_t *records, const char *type)
+{
+	json_t *o = json_object(), *r;
+	char key[24];
+	size_t i;
+
+	json_array_foreach(records, i, r) {
+		const char *t = json_string_value(json_object_get(r, "type"));
+
+		if (t == NULL || strcmp(t, type) != 0)
+			continue;
+		(void)snprintf(key, sizeof key, "%lld", (long long)
+		    json_integer_value(json_object_get(r, "cell")));
+		(void)json_object_set(o, key, r);
+	}
+	return o;
+}
+
+/* Rebuilds the history; returns the last cell, or NULL when none ran. */
+static struct cell *
+restore_cells(struct agent *a)
+{
+	json_t *in = by_cell(a->records, "input");
+	json_t *out = by_cell(a->records, "output");
+	struct cell *c = NULL;
+	char key[24];
+	size_t n;
+
+	for (n = 0;; n++) {
+		const json_t *i, *o;
+
+		(void)snprintf(key, sizeof key, "%zu", n);
+		i = json_object_get(in, key);
+		o = json_object_get(out, key);
+		if (i == NULL || (c = runner_restore(a->runner, i, o)) == NULL)
+			break;
+		if (o == NULL)	/* it was running when we went down */
+			(void)record(a, "output", cell_record(c,
+			    cells_outputs_json));
+		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
+	}
+	json_decref(in);
+	json_decref(out);
+	return runner_last(a->runner);
+}
+
+/* Continues a journaled run. 1 when there is nothing left to do. */
+static int
+resume(struct agent *a)
+{
+	json_t *succ = by_cell(a->records, "successor");
+	struct cell *last = restore_cells(a);
+	const json_t *s = NULL;
+	char key[24];
+
+	if (last != NULL) {
+		(void)snprintf(key, sizeof key, "%u", last->n);
+		s = json_object_get(succ, key);
+	}
+	log_info("resuming: %zu cells in %s", runner_cells(a->runner)->n,
+	    a->cfg.journal);
+	if (last != NULL && last->status == CELL_EXITED) {
+		log_info("the run had already ended with quit()");
+		json_decref(succ);
+		return 1;
+	}
+	if (last != NULL && s != NULL) {	/* its successor was given */
+		int ok = last->status == CELL_OK;
+
+		run_cell(a, json_string_value(json_object_get(s, "code")),
+		    json_string_length(json_object_get(s, "code")), ok ?
+		    json_string_value(json_object_get(s, "summary")) :
+		    RECOVERY_SUMMARY, ok ? (int64_t)last->n : -1);
+	} else if (last != NULL) {
+		if (a->failures > 0)
+			a->failures--;	/* failed() counts this one again */
+		failed(a, last);
+	}
+	json_decref(succ);
+	return last == NULL ? -1 : 0;
+}
+
 static int
 agent_run(struct agent *a, const char *wpath)
 {
@@ -549,7 +753,7 @@ agent_run(struct agent *a, const char *wpath)
 	    redact_add_from_environ(a->red, environ) < 0 ||
 	    sig_setup(a->loop, a_signal, a) < 0)
 		fatal("agent: set-up");
-	if (setup_model(a) < 0)
+	if (open_journal(a) < 0 || setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
 	if (tui_init(a->loop, 1))
@@ -561,15 +765,22 @@ agent_run(struct agent *a, const char *wpath)
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;
 	}
-	code = first_cell(a->task);
-	if (code != NULL)
-		run_cell(a, code, strlen(code),
-		    "Ask the model for the first cell.", -1);
-	else
-		stop(a, EXIT_FAILED, "out of memory writing the first cell");
-	free(code);
+	rc = a->cfg.resume ? resume(a) : -1;
+	if (rc > 0)
+		return EXIT_OK;
+	if (rc < 0) {	/* a new run, or a journal without a cell */
+		code = first_cell(a->task);
+		if (code != NULL)
+			run_cell(a, code, strlen(code),
+			    "Ask the model for the first cell.", -1);
+		else
+			stop(a, EXIT_FAILED, "out of memory writing cell 0");
+		free(code);
+	}
 	notify_ready();
 	rc = loop_run(a->loop);
+	(void)record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
+	    "reason", a->stop_reason, "at", loop_wall()));
 	tui_end();
 	notify_stopping();
 	return rc;
@@ -585,6 +796,9 @@ agent_free(struct agent *a)
 	loop_free(a->loop);
 	clear_successor(a);
 	free(a->instructions);
+	journal_close(a->journal);
+	json_decref(a->records);
+	free(a->stop_reason);
 	config_clear(&a->cfg);
 }
 
@@ -602,13 +816,15 @@ agent_main(int argc, char **argv)
 		return rc > 0 ? EXIT_OK : EXIT_USAGE;
 	}
 	log_init("agentz", a.cfg.verbose);
-	if (a.cfg.nargs != 1 || *a.cfg.args[0] == '\0') {
+	if ((a.cfg.resume && a.cfg.journal == NULL) || a.cfg.nargs > 1 ||
+	    (!a.cfg.resume && (a.cfg.nargs != 1 || *a.cfg.args[0] == '\0'))) {
 		(void)fprintf(stderr, "agentz: give the task as one argument, "
-		    "e.g. agentz \"summarise README.md\" (see agentz --help)\n");
+		    "e.g. agentz \"summarise README.md\", or --resume with "
+		    "--journal FILE (see agentz --help)\n");
 		config_clear(&a.cfg);
 		return EXIT_USAGE;
 	}
-	a.task = a.cfg.args[0];
+	a.task = a.cfg.nargs == 1 ? a.cfg.args[0] : NULL;
 	wpath = config_worker_path(&a.cfg);
 	if (wpath == NULL)
 		fatal("agent: worker path");

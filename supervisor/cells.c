@@ -3,6 +3,7 @@
  */
 #include "supervisor/cells.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,9 +158,73 @@ cells_kind_name(enum cell_kind k)
 		[KIND_NO_SUCCESSOR] = "no_successor",
 		[KIND_TIMEOUT] = "timeout", [KIND_MEMORY] = "memory",
 		[KIND_CRASHED] = "crashed", [KIND_PROTOCOL] = "protocol",
+		[KIND_RESTART] = "restart",
 	};
 
 	return names[k];
+}
+
+static char *
+restore_str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s != NULL ? strdup(s) : NULL;
+}
+
+static void
+restore_output(struct cell *c, const json_t *out)
+{
+	const char *st = json_string_value(json_object_get(out, "status"));
+	const char *kind = json_string_value(json_object_get(out, "kind"));
+	const char *text = json_string_value(json_object_get(out, "output"));
+	int i;
+
+	for (i = CELL_OK; i <= CELL_EXITED; i++)
+		if (st != NULL && strcmp(st, cells_status_name(i)) == 0)
+			c->status = (enum cell_status)i;
+	for (i = KIND_EXCEPTION; i <= KIND_RESTART; i++)
+		if (kind != NULL && strcmp(kind, cells_kind_name(i)) == 0)
+			c->kind = (enum cell_kind)i;
+	if (c->status == CELL_RUNNING)	/* unknown name: say so */
+		c->status = CELL_ERROR;
+	c->exception_type = restore_str(out, "exception_type");
+	c->traceback = restore_str(out, "traceback");
+	c->detail = restore_str(out, "detail");
+	if (text != NULL)
+		(void)capture_append(&c->out, text, strlen(text));
+	c->finished_at = json_real_value(json_object_get(out, "finished_at"));
+	c->duration_us = (uint64_t)json_integer_value(json_object_get(out,
+	    "duration_us"));
+	c->namespace_lost = 1;	/* whatever it was, that worker is gone */
+}
+
+struct cell *
+cells_restore(struct cells *h, const json_t *in, const json_t *out)
+{
+	const json_t *code = json_object_get(in, "code");
+	const json_t *by = json_object_get(in, "generated_by");
+	struct cell *c;
+
+	if (!json_is_string(code)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = cells_begin(h, json_string_value(code), json_string_length(code),
+	    json_string_value(json_object_get(in, "summary")), NULL,
+	    json_is_integer(by) ? json_integer_value(by) : -1);
+	if (c == NULL)
+		return NULL;
+	c->generated_at = json_real_value(json_object_get(in, "generated_at"));
+	c->started_at = json_real_value(json_object_get(in, "started_at"));
+	if (out != NULL) {
+		restore_output(c, out);
+		return c;
+	}
+	c->finished_at = c->started_at;
+	cells_finish_dead(c, KIND_RESTART, "the supervisor restarted while "
+	    "this cell ran: its worker and namespace are gone", -1, -1);
+	return c;
 }
 
 /* A JSON string from arbitrary bytes; JSON null for NULL. */

@@ -31,7 +31,8 @@ enum cell_kind {
 	KIND_TIMEOUT,
 	KIND_MEMORY,
 	KIND_CRASHED,
-	KIND_PROTOCOL
+	KIND_PROTOCOL,
+	KIND_RESTART		/* the supervisor restarted while it ran */
 };
 
 struct cell {
@@ -89,6 +90,14 @@ void cells_finish_dead(struct cell *c, enum cell_kind kind,
 void cells_set_detail(struct cell *c, const char *detail);
 /* Accounting of a cell whose worker died: CPU since the cell began. */
 void cells_set_usage(struct cell *c, uint64_t cpu_us, long peak_kb);
+
+/*
+ * Rebuilds a cell from a journal's input record and its output record
+ * (NULL: the cell never finished). Appends it to h. NULL with errno
+ * EINVAL for a record without code, ENOMEM.
+ */
+struct cell *cells_restore(struct cells *h, const json_t *in,
+    const json_t *out);
 
 const char *cells_status_name(enum cell_status s);
 const char *cells_kind_name(enum cell_kind k);

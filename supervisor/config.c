@@ -18,7 +18,8 @@ enum {
 	OPT_WORKER = 256, OPT_SANDBOX, OPT_SANDBOX_DEBUG, OPT_OUTPUT_LIMIT,
 	OPT_MAX_FRAME, OPT_CELL_TIMEOUT, OPT_GRACE, OPT_MEMORY_LIMIT,
 	OPT_PASS_ENV, OPT_MODEL, OPT_BASE_URL, OPT_SERVICE_TIER,
-	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES
+	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES,
+	OPT_JOURNAL, OPT_RESUME
 };
 
 static const struct option long_opts[] = {
@@ -40,6 +41,8 @@ static const struct option long_opts[] = {
 	{"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
 	{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT_TOKENS},
 	{"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
+	{"journal", required_argument, NULL, OPT_JOURNAL},
+	{"resume", no_argument, NULL, OPT_RESUME},
 	{NULL, 0, NULL, 0}
 };
 
@@ -60,7 +63,13 @@ usage(const char *cmd, FILE *f)
 		    "'' = not sent)\n"
 		    "  --request-timeout S  per model request (default 1800)\n"
 		    "  --max-output-tokens N  (default 128000)\n"
-		    "  --max-retries N      HTTP retries per request (default 4)\n");
+		    "  --max-retries N      HTTP retries per request (default 4)\n"
+		    "  --journal FILE       append every cell's record to FILE "
+		    "(AGENTZ_JOURNAL)\n"
+		    "  --resume             continue the run recorded in --journal "
+		    "(TASK optional;\n"
+		    "                       a missing or empty journal starts a new "
+		    "run)\n");
 	(void)fprintf(f,
 	    "  --json               one JSON record per cell on stdout\n"
 	    "  -v, --verbose        more diagnostics\n"
@@ -205,6 +214,8 @@ one_opt(struct config *c, int ch, const char *cmd)
 	case OPT_PASS_ENV:
 		return add_pass_env(c, optarg);
 	case OPT_MODEL: c->model = optarg; return 0;
+	case OPT_JOURNAL: c->journal = optarg; return 0;
+	case OPT_RESUME: c->resume = 1; return 0;
 	case OPT_BASE_URL: c->base_url = optarg; return 0;
 	case OPT_SERVICE_TIER: c->service_tier = optarg; return 0;
 	case OPT_REQUEST_TIMEOUT:
@@ -247,6 +258,8 @@ defaults(struct config *c)
 	c->request_timeout = 1800;
 	c->max_output_tokens = 128000;
 	c->max_retries = 4;
+	c->journal = getenv("AGENTZ_JOURNAL") && *getenv("AGENTZ_JOURNAL") ?
+	    getenv("AGENTZ_JOURNAL") : NULL;
 }
 
 int

@@ -36,6 +36,8 @@ struct config {
 	double request_timeout;		/* seconds per model request */
 	long max_output_tokens;
 	unsigned max_retries;
+	const char *journal;		/* --journal, AGENTZ_JOURNAL */
+	int resume;			/* --resume: continue that journal */
 	size_t npass_env;
 	/* operands after the options */
 	char **args;

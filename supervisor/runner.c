@@ -155,6 +155,18 @@ runner_start(struct runner *r)
 	return worker_spawn(r->w);
 }
 
+struct cell *
+runner_restore(struct runner *r, const json_t *in, const json_t *out)
+{
+	return cells_restore(&r->cells, in, out);
+}
+
+struct cell *
+runner_last(struct runner *r)
+{
+	return r->cells.n > 0 ? r->cells.v[r->cells.n - 1] : NULL;
+}
+
 struct cells *
 runner_cells(struct runner *r)
 {

@@ -77,8 +77,13 @@ int runner_reply(struct runner *r, uint64_t id, uint32_t status,
 int runner_event(struct runner *r, uint64_t id, const char *body,
     size_t len);
 
+/* Appends a cell from a journal (see cells_restore). */
+struct cell *runner_restore(struct runner *r, const json_t *in,
+    const json_t *out);
+
 struct cells *runner_cells(struct runner *r);
 struct cell *runner_current(struct runner *r);	/* running cell or NULL */
+struct cell *runner_last(struct runner *r);	/* newest or NULL */
 const struct worker *runner_worker(const struct runner *r);
 /* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */
 const char *runner_containment(const struct runner *r);
