@@ -62,6 +62,7 @@ struct agent {
 	struct journal *journal;	/* NULL: not journaled */
 	json_t *records;		/* the journal read back (--resume) */
 	char *stop_reason;
+	json_t *signatures;		/* failure signature -> times seen */
 };
 
 /* A call_me from the worker, waiting for its model call. */
@@ -365,6 +366,74 @@ failed(struct agent *a, struct cell *c)
 	start_recovery(a);
 }
 
+/* --- hard stops outside the model (SPEC §8) ----------------------------- */
+
+/* What identifies a failure: kind, exception type, the traceback's last
+ * line (the message), or the detail. */
+static char *
+failure_signature(const struct cell *c)
+{
+	const char *tb = c->traceback, *last = tb, *p;
+	char *sig;
+	int n = 0;
+
+	for (p = tb; p != NULL && *p != '\0'; p++)
+		if (*p == '\n' && p[1] != '\0')
+			last = p + 1;
+	if (last != NULL)
+		n = (int)strcspn(last, "\n");
+	if (asprintf(&sig, "%s|%s|%.*s|%s", cells_kind_name(c->kind) ?
+	    cells_kind_name(c->kind) : "", c->exception_type ?
+	    c->exception_type : "", n, last ? last : "", last == NULL &&
+	    c->detail ? c->detail : "") < 0)
+		return NULL;
+	return sig;
+}
+
+/* Stops the run (1) when a budget is spent after cell c. */
+static int
+over_budget(struct agent *a, const struct cell *c)
+{
+	char why[512], *sig;
+	json_int_t seen = 0;
+
+	why[0] = '\0';
+	if (a->cfg.max_cells > 0 && runner_cells(a->runner)->n >=
+	    a->cfg.max_cells)
+		(void)snprintf(why, sizeof why, "stopping: the budget of %u "
+		    "cells is spent", a->cfg.max_cells);
+	else if (a->cfg.max_tokens > 0 && model_total_tokens(a->model) >=
+	    a->cfg.max_tokens)
+		(void)snprintf(why, sizeof why, "stopping: %lld tokens used, the "
+		    "budget is %lld", model_total_tokens(a->model),
+		    a->cfg.max_tokens);
+	if (why[0] == '\0' && c != NULL && c->status == CELL_ERROR &&
+	    a->cfg.max_same_failure > 0 && (sig = failure_signature(c))) {
+		seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
+		(void)json_object_set_new(a->signatures, sig, json_integer(seen));
+		if (seen >= (json_int_t)a->cfg.max_same_failure)
+			(void)snprintf(why, sizeof why, "stopping: the same failure "
+			    "happened %lld times (%s)", (long long)seen, sig);
+		free(sig);
+	}
+	if (why[0] == '\0')
+		return 0;
+	stop(a, EXIT_BUDGET, why);
+	return 1;
+}
+
+static void
+on_run_deadline(struct loop *l, void *ctx)
+{
+	struct agent *a = ctx;
+	char why[96];
+
+	(void)l;
+	(void)snprintf(why, sizeof why, "stopping: the run deadline of %.0f s "
+	    "was reached", a->cfg.deadline);
+	stop(a, EXIT_BUDGET, why);
+}
+
 static void
 a_finished(void *ctx, struct cell *c)
 {
@@ -380,6 +449,8 @@ a_finished(void *ctx, struct cell *c)
 	} else if (c->status == CELL_INTERRUPTED) {
 		stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt or "
 		    "SystemExit: stopping");
+	} else if (over_budget(a, c)) {
+		return;
 	} else if (c->status == CELL_OK) {
 		a->failures = 0;
 		run_cell(a, a->succ_code, a->succ_len, a->succ_summary, c->n);
@@ -399,6 +470,8 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 	tui_set_total(model_total_tokens(a->model));
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
+	if (over_budget(a, NULL))
+		return;
 	if (type == NULL && a->has_succ && a->succ_for == a->recovery_for) {
 		run_cell(a, a->succ_code, a->succ_len, RECOVERY_SUMMARY, -1);
 		return;
@@ -756,6 +829,10 @@ agent_run(struct agent *a, const char *wpath)
 	if (open_journal(a) < 0 || setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
+	a->signatures = json_object();
+	if (a->cfg.deadline > 0)
+		(void)loop_timer(a->loop, (uint64_t)(a->cfg.deadline * 1000.0),
+		    on_run_deadline, a);
 	if (tui_init(a->loop, 1))
 		(void)atexit(tui_end);
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
@@ -798,6 +875,7 @@ agent_free(struct agent *a)
 	free(a->instructions);
 	journal_close(a->journal);
 	json_decref(a->records);
+	json_decref(a->signatures);
 	free(a->stop_reason);
 	config_clear(&a->cfg);
 }

@@ -19,7 +19,8 @@ enum {
 	OPT_MAX_FRAME, OPT_CELL_TIMEOUT, OPT_GRACE, OPT_MEMORY_LIMIT,
 	OPT_PASS_ENV, OPT_MODEL, OPT_BASE_URL, OPT_SERVICE_TIER,
 	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES,
-	OPT_JOURNAL, OPT_RESUME
+	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
+	OPT_MAX_SAME_FAILURE
 };
 
 static const struct option long_opts[] = {
@@ -43,6 +44,10 @@ static const struct option long_opts[] = {
 	{"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
 	{"journal", required_argument, NULL, OPT_JOURNAL},
 	{"resume", no_argument, NULL, OPT_RESUME},
+	{"max-cells", required_argument, NULL, OPT_MAX_CELLS},
+	{"deadline", required_argument, NULL, OPT_DEADLINE},
+	{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+	{"max-same-failure", required_argument, NULL, OPT_MAX_SAME_FAILURE},
 	{NULL, 0, NULL, 0}
 };
 
@@ -66,6 +71,11 @@ usage(const char *cmd, FILE *f)
 		    "  --max-retries N      HTTP retries per request (default 4)\n"
 		    "  --journal FILE       append every cell's record to FILE "
 		    "(AGENTZ_JOURNAL)\n"
+		    "  --max-cells N        stop after N cells (exit 4)\n"
+		    "  --deadline SECS      stop the run after SECS (exit 4)\n"
+		    "  --max-tokens N       stop once N tokens were used (exit 4)\n"
+		    "  --max-same-failure N stop when one failure repeats N times "
+		    "(default 5)\n"
 		    "  --resume             continue the run recorded in --journal "
 		    "(TASK optional;\n"
 		    "                       a missing or empty journal starts a new "
@@ -137,6 +147,27 @@ count(const char *cmd, const char *opt, const char *val, long min, long max,
 	*out = strtol(val, &end, 10);
 	if (errno != 0 || end == val || *end != '\0' || *out < min || *out > max)
 		return bad(cmd, opt, val, "out of range");
+	return 0;
+}
+
+static int
+budget(struct config *c, int ch, const char *val, const char *cmd)
+{
+	long n;
+
+	if (ch == OPT_MAX_TOKENS) {
+		if (count(cmd, "--max-tokens", val, 1, LONG_MAX, &n) < 0)
+			return -1;
+		c->max_tokens = n;
+	} else if (ch == OPT_MAX_CELLS) {
+		if (count(cmd, "--max-cells", val, 1, 1L << 30, &n) < 0)
+			return -1;
+		c->max_cells = (unsigned)n;
+	} else {
+		if (count(cmd, "--max-same-failure", val, 1, 1000, &n) < 0)
+			return -1;
+		c->max_same_failure = (unsigned)n;
+	}
 	return 0;
 }
 
@@ -216,6 +247,13 @@ one_opt(struct config *c, int ch, const char *cmd)
 	case OPT_MODEL: c->model = optarg; return 0;
 	case OPT_JOURNAL: c->journal = optarg; return 0;
 	case OPT_RESUME: c->resume = 1; return 0;
+	case OPT_DEADLINE:
+		return seconds(optarg, &c->deadline) < 0 ? bad(cmd, "--deadline",
+		    optarg, "expected seconds > 0") : 0;
+	case OPT_MAX_CELLS:
+	case OPT_MAX_TOKENS:
+	case OPT_MAX_SAME_FAILURE:
+		return budget(c, ch, optarg, cmd);
 	case OPT_BASE_URL: c->base_url = optarg; return 0;
 	case OPT_SERVICE_TIER: c->service_tier = optarg; return 0;
 	case OPT_REQUEST_TIMEOUT:
@@ -258,6 +296,7 @@ defaults(struct config *c)
 	c->request_timeout = 1800;
 	c->max_output_tokens = 128000;
 	c->max_retries = 4;
+	c->max_same_failure = 5;
 	c->journal = getenv("AGENTZ_JOURNAL") && *getenv("AGENTZ_JOURNAL") ?
 	    getenv("AGENTZ_JOURNAL") : NULL;
 }

@@ -12,6 +12,7 @@
 #define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
 #define EXIT_USAGE	2
 #define EXIT_WORKER	3	/* the worker cannot be started */
+#define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, repeats */
 #define EXIT_SIGINT	130
 
 struct config {
@@ -36,6 +37,11 @@ struct config {
 	double request_timeout;		/* seconds per model request */
 	long max_output_tokens;
 	unsigned max_retries;
+	/* hard stops outside the model (0 = none) */
+	unsigned max_cells;
+	double deadline;		/* seconds of run wall clock */
+	long long max_tokens;
+	unsigned max_same_failure;	/* identical failure signatures */
 	const char *journal;		/* --journal, AGENTZ_JOURNAL */
 	int resume;			/* --resume: continue that journal */
 	size_t npass_env;
