@@ -1,11 +1,19 @@
 /*
- * chan.c - reader thread, exec slot and request waiters (see chan.h).
+ * chan.c - the worker's channel: leader/follower reading (see chan.h).
+ *
+ * Whoever waits reads. A thread that needs a frame (the main thread
+ * between cells, a Python thread waiting for its reply) takes the reader
+ * role if it is free, reads one frame and hands it to its owner; others
+ * wait on one condition until the role is free or their frame came. So
+ * the EXEC a main thread waits for wakes that very thread (no hand-off
+ * through a reader thread), and nobody reads when nobody waits: frames
+ * then wait in the socket, and the supervisor's writes are non-blocking.
  */
 #include "worker/chan.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,7 +27,6 @@ struct qmsg {
 struct waiter {
 	uint64_t id;
 	struct qmsg *head, *tail;
-	pthread_cond_t cond;
 	struct waiter *next;
 };
 
@@ -27,8 +34,9 @@ static int chan_fd = -1;
 static size_t chan_max_frame;
 static pthread_mutex_t chan_wlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t chan_exec_cond = PTHREAD_COND_INITIALIZER;
-static struct msg chan_exec;	/* valid when chan_exec_full */
+static pthread_cond_t chan_turn;	/* role freed or a frame delivered */
+static int chan_reading;		/* a thread holds the reader role */
+static struct msg chan_exec;		/* valid when chan_exec_full */
 static int chan_exec_full;
 static int chan_shutdown;
 static struct waiter *chan_waiters;
@@ -37,8 +45,14 @@ static uint64_t chan_next_id = 1;
 void
 chan_init(int fd, size_t max_frame)
 {
+	pthread_condattr_t ca;
+
 	chan_fd = fd;
 	chan_max_frame = max_frame;
+	(void)pthread_condattr_init(&ca);
+	(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	(void)pthread_cond_init(&chan_turn, &ca);
+	(void)pthread_condattr_destroy(&ca);
 }
 
 int
@@ -63,18 +77,14 @@ waiter_find(uint64_t id)
 	return NULL;
 }
 
-/* Hands a REPLY/EVENT to its waiter; takes ownership of *m. */
+/* Under chan_lock: queues a REPLY/EVENT for its waiter (owns *m). */
 static void
 deliver(struct msg *m, uint64_t id)
 {
-	struct waiter *w;
-	struct qmsg *q;
+	struct waiter *w = waiter_find(id);
+	struct qmsg *q = w != NULL ? malloc(sizeof *q) : NULL;
 
-	(void)pthread_mutex_lock(&chan_lock);
-	w = waiter_find(id);
-	q = w != NULL ? malloc(sizeof *q) : NULL;
 	if (q == NULL) {
-		(void)pthread_mutex_unlock(&chan_lock);
 		msg_clear(m);	/* late reply for an abandoned request */
 		return;
 	}
@@ -85,125 +95,62 @@ deliver(struct msg *m, uint64_t id)
 	else
 		w->head = q;
 	w->tail = q;
-	(void)pthread_cond_signal(&w->cond);
-	(void)pthread_mutex_unlock(&chan_lock);
 }
 
+/* Under chan_lock: EXEC (m) or SHUTDOWN (NULL) for the main thread. */
 static void
 post_exec(struct msg *m)
 {
-	(void)pthread_mutex_lock(&chan_lock);
-	if (chan_exec_full) {
-		/* The supervisor never sends EXEC while a cell runs. */
-		(void)pthread_mutex_unlock(&chan_lock);
+	if (chan_exec_full)	/* the supervisor never sends two */
 		_exit(WEXIT_PROTOCOL);
-	}
 	if (m == NULL) {
 		chan_shutdown = 1;
 	} else {
 		chan_exec = *m;
 		chan_exec_full = 1;
 	}
-	(void)pthread_cond_signal(&chan_exec_cond);
-	(void)pthread_mutex_unlock(&chan_lock);
 }
 
-static void *
-reader_main(void *arg)
+/* Under chan_lock: routes one frame read by the reader. */
+static void
+dispatch(struct msg *m)
 {
-	struct msg m;
-	int rc;
-
-	(void)arg;
-	for (;;) {
-		rc = frame_read(chan_fd, &m, chan_max_frame);
-		if (rc == 0)
-			_exit(WEXIT_OK);
-		if (rc < 0)
-			_exit(errno == EBADMSG || errno == EPROTO ||
-			    errno == EMSGSIZE ? WEXIT_PROTOCOL : WEXIT_CHANNEL);
-		if (msg_direction(m.type) != MSG_S2W)
-			_exit(WEXIT_PROTOCOL);
-		switch (m.type) {
-		case MSG_EXEC:
-			post_exec(&m);
-			break;
-		case MSG_SHUTDOWN:
-			msg_clear(&m);
-			post_exec(NULL);
-			break;
-		case MSG_REPLY:
-			deliver(&m, m.u.reply.id);
-			break;
-		case MSG_EVENT:
-			deliver(&m, m.u.event.id);
-			break;
-		case MSG_READY:
-		case MSG_DONE:
-		case MSG_REQUEST:
-		default:
-			_exit(WEXIT_PROTOCOL);
-		}
+	if (msg_direction(m->type) != MSG_S2W)
+		_exit(WEXIT_PROTOCOL);
+	switch (m->type) {
+	case MSG_EXEC:
+		post_exec(m);
+		break;
+	case MSG_SHUTDOWN:
+		msg_clear(m);
+		post_exec(NULL);
+		break;
+	case MSG_REPLY:
+		deliver(m, m->u.reply.id);
+		break;
+	case MSG_EVENT:
+		deliver(m, m->u.event.id);
+		break;
+	case MSG_READY:
+	case MSG_DONE:
+	case MSG_REQUEST:
+	default:
+		_exit(WEXIT_PROTOCOL);
 	}
-	return NULL;
 }
 
-int
-chan_start(void)
+/* As the reader, without chan_lock: one whole frame. EOF or a bad frame
+ * ends the process (there is nobody to report to). */
+static void
+read_one(struct msg *m)
 {
-	pthread_t t;
-	sigset_t all, old;
-	int rc;
+	int rc = frame_read(chan_fd, m, chan_max_frame);
 
-	/* The reader must never take SIGINT: it belongs to the cell. */
-	(void)sigfillset(&all);
-	(void)pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(&t, NULL, reader_main, NULL);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
-		errno = rc;
-		return -1;
-	}
-	(void)pthread_detach(t);
-	return 0;
-}
-
-int
-chan_wait_exec(struct msg *m)
-{
-	int got;
-
-	(void)pthread_mutex_lock(&chan_lock);
-	while (!chan_exec_full && !chan_shutdown)
-		(void)pthread_cond_wait(&chan_exec_cond, &chan_lock);
-	got = chan_exec_full;
-	if (got) {
-		*m = chan_exec;
-		chan_exec_full = 0;
-	}
-	(void)pthread_mutex_unlock(&chan_lock);
-	return got;
-}
-
-uint64_t
-chan_waiter_new(void)
-{
-	struct waiter *w;
-	pthread_condattr_t ca;
-
-	w = calloc(1, sizeof *w);
-	if (w == NULL)
-		return 0;
-	(void)pthread_condattr_init(&ca);
-	(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	(void)pthread_cond_init(&w->cond, &ca);
-	(void)pthread_condattr_destroy(&ca);
-	(void)pthread_mutex_lock(&chan_lock);
-	w->id = chan_next_id++;
-	w->next = chan_waiters;
-	chan_waiters = w;
-	(void)pthread_mutex_unlock(&chan_lock);
-	return w->id;
+	if (rc == 0)
+		_exit(WEXIT_OK);
+	if (rc < 0)
+		_exit(errno == EBADMSG || errno == EPROTO || errno == EMSGSIZE ?
+		    WEXIT_PROTOCOL : WEXIT_CHANNEL);
 }
 
 static void
@@ -218,13 +165,116 @@ deadline_after(struct timespec *ts, int ms)
 	}
 }
 
+/* Milliseconds left until ts (0 when past), for poll. */
+static int
+ms_left(const struct timespec *ts)
+{
+	struct timespec now;
+	long long ms;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (long long)(ts->tv_sec - now.tv_sec) * 1000 +
+	    (ts->tv_nsec - now.tv_nsec) / 1000000;
+	return ms < 0 ? 0 : ms > 1000000 ? 1000000 : (int)ms;
+}
+
+/*
+ * Under chan_lock: takes the reader role (it is free), waits up to the
+ * deadline (NULL: none) for a frame, reads and routes it, gives the role
+ * back and wakes the others. Returns 0 when the deadline passed.
+ */
+static int
+lead(const struct timespec *deadline)
+{
+	struct pollfd pfd = { chan_fd, POLLIN, 0 };
+	struct msg m;
+	int rc;
+
+	chan_reading = 1;
+	(void)pthread_mutex_unlock(&chan_lock);
+	do
+		rc = poll(&pfd, 1, deadline != NULL ? ms_left(deadline) : -1);
+	while (rc < 0 && errno == EINTR && deadline == NULL);
+	if (rc > 0)
+		read_one(&m);
+	(void)pthread_mutex_lock(&chan_lock);
+	if (rc > 0)
+		dispatch(&m);
+	chan_reading = 0;
+	(void)pthread_cond_broadcast(&chan_turn);
+	return rc != 0;
+}
+
+/* Under chan_lock: until ready(arg), leading or following. 1 when ready,
+ * 0 when the deadline (NULL: none) passed first. */
+static int
+await(int (*ready)(const void *), const void *arg,
+    const struct timespec *deadline)
+{
+	while (!ready(arg)) {
+		if (!chan_reading) {
+			if (!lead(deadline) && !ready(arg))
+				return 0;
+		} else if (deadline == NULL) {
+			(void)pthread_cond_wait(&chan_turn, &chan_lock);
+		} else if (pthread_cond_timedwait(&chan_turn, &chan_lock,
+		    deadline) == ETIMEDOUT) {
+			return ready(arg);
+		}
+	}
+	return 1;
+}
+
+static int
+exec_ready(const void *arg)
+{
+	(void)arg;
+	return chan_exec_full || chan_shutdown;
+}
+
+int
+chan_wait_exec(struct msg *m)
+{
+	int got;
+
+	(void)pthread_mutex_lock(&chan_lock);
+	(void)await(exec_ready, NULL, NULL);
+	got = chan_exec_full;
+	if (got) {
+		*m = chan_exec;
+		chan_exec_full = 0;
+	}
+	(void)pthread_mutex_unlock(&chan_lock);
+	return got;
+}
+
+uint64_t
+chan_waiter_new(void)
+{
+	struct waiter *w = calloc(1, sizeof *w);
+
+	if (w == NULL)
+		return 0;
+	(void)pthread_mutex_lock(&chan_lock);
+	w->id = chan_next_id++;
+	w->next = chan_waiters;
+	chan_waiters = w;
+	(void)pthread_mutex_unlock(&chan_lock);
+	return w->id;
+}
+
+static int
+has_frame(const void *arg)
+{
+	return ((const struct waiter *)arg)->head != NULL;
+}
+
 int
 chan_waiter_wait(uint64_t id, int timeout_ms, struct msg *m)
 {
 	struct waiter *w;
-	struct qmsg *q;
+	struct qmsg *q = NULL;
 	struct timespec ts;
-	int rc = 0;
 
 	deadline_after(&ts, timeout_ms);
 	(void)pthread_mutex_lock(&chan_lock);
@@ -234,10 +284,8 @@ chan_waiter_wait(uint64_t id, int timeout_ms, struct msg *m)
 		errno = ENOENT;
 		return -1;
 	}
-	while (w->head == NULL && rc == 0)
-		rc = pthread_cond_timedwait(&w->cond, &chan_lock, &ts);
-	q = w->head;
-	if (q != NULL) {
+	if (await(has_frame, w, &ts)) {
+		q = w->head;
 		w->head = q->next;
 		if (w->head == NULL)
 			w->tail = NULL;
@@ -271,6 +319,5 @@ chan_waiter_free(uint64_t id)
 		msg_clear(&q->m);
 		free(q);
 	}
-	(void)pthread_cond_destroy(&w->cond);
 	free(w);
 }

@@ -1,11 +1,12 @@
 /*
  * chan.h - the worker's end of the control channel.
  *
- * One reader thread (no GIL, SIGINT blocked) drains the channel for the
- * worker's whole life: EXEC and SHUTDOWN go to the main thread's single
- * slot, REPLY and EVENT go to the waiter registered under their id. So the
- * supervisor can always write, and any number of Python threads may have
- * a request outstanding. Writes from any thread are serialised by a mutex.
+ * Whoever waits reads (leader/follower): the main thread waiting for the
+ * next EXEC, or a Python thread waiting for its REPLY/EVENT, takes the
+ * reader role when it is free and routes what it reads: EXEC and SHUTDOWN
+ * to the main thread's slot, REPLY and EVENT to the waiter registered
+ * under their id. Any number of threads may have a request outstanding;
+ * writes from any thread are serialised by a mutex.
  *
  * A malformed frame from the supervisor, or EOF on the channel, ends the
  * process (_exit with WEXIT_PROTOCOL / WEXIT_CHANNEL / WEXIT_OK): there is
@@ -19,10 +20,8 @@
 
 #include "proto/proto.h"
 
-/* Records fd and frame limit. Call once, before chan_start. */
+/* Records fd and frame limit. Call once, before anything else here. */
 void chan_init(int fd, size_t max_frame);
-/* Starts the reader thread. 0, or -1 with errno. */
-int chan_start(void);
 /* Sends one frame; thread-safe. 0, or -1 with errno. */
 int chan_send(const struct msg *m);
 /*

@@ -5,7 +5,7 @@
  * channel on fd 3, stdin on /dev/null and stdout/stderr as pipes to the
  * supervisor. Order of set-up: signals reset, CPython initialised, seccomp
  * applied to ourselves (before any thread exists, so every later thread
- * inherits it), the channel reader started, READY sent. Then one cell at a
+ * inherits it), READY sent. Then one cell at a
  * time until SHUTDOWN or EOF. Exit codes are enum worker_exit (proto.h).
  */
 #include <errno.h>
@@ -210,7 +210,7 @@ main(int argc, char **argv)
 		return WEXIT_SANDBOX;
 	}
 	chan_init(WORKER_CHAN_FD, c.max_frame);
-	if (chan_start() < 0 || send_ready(version, &c, lims) < 0)
+	if (send_ready(version, &c, lims) < 0)
 		return WEXIT_CHANNEL;
 	py_preload();
 	serve();
