@@ -22,6 +22,7 @@
 
 extern char **environ;
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "supervisor/config.h"
 #include "supervisor/hosttools.h"
@@ -272,19 +273,10 @@ static void
 a_output(void *ctx, const struct cell *c, int stream, const char *p,
     size_t n)
 {
-	ssize_t w;
-
 	(void)ctx;
 	(void)c;
-	while (n > 0) {
-		w = write(stream == 1 ? 1 : 2, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
+	/* a closed terminal loses only the live copy: the record keeps it */
+	(void)fd_write_all(stream == 1 ? 1 : 2, p, n);
 }
 
 static void

@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "supervisor/config.h"
 #include "supervisor/runner.h"
@@ -159,22 +160,6 @@ load_cells(struct exec_run *x)
 /* --- running ---------------------------------------------------------------- */
 
 static void
-write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;	/* our terminal is gone; the record keeps it */
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
-static void
 x_output(void *ctx, const struct cell *c, int stream, const char *p,
     size_t n)
 {
@@ -182,7 +167,7 @@ x_output(void *ctx, const struct cell *c, int stream, const char *p,
 
 	(void)c;
 	if (!x->cfg.json)
-		write_all(stream == 1 ? 1 : 2, p, n);
+		(void)fd_write_all(stream == 1 ? 1 : 2, p, n);
 }
 
 static void
@@ -201,8 +186,8 @@ print_json(struct exec_run *x, const struct cell *c)
 	(void)json_object_set_new(o, "worker", wj);
 	s = json_dumps(o, JSON_COMPACT);
 	if (s != NULL) {
-		write_all(1, s, strlen(s));
-		write_all(1, "\n", 1);
+		(void)fd_write_all(1, s, strlen(s));
+		(void)fd_write_all(1, "\n", 1);
 	}
 	free(s);
 	json_decref(o);
@@ -217,14 +202,14 @@ print_status(const struct cell *c)
 	    cells_status_name(c->status);
 
 	if (c->traceback != NULL)
-		write_all(2, c->traceback, strlen(c->traceback));
+		(void)fd_write_all(2, c->traceback, strlen(c->traceback));
 	(void)snprintf(line, sizeof line, "[agentz] cell %u (%s): %s%s%s%s%s "
 	    "in %.1f ms\n", c->n, c->source, what,
 	    c->exception_type ? " " : "",
 	    c->exception_type ? c->exception_type : "",
 	    c->detail ? ": " : "", c->detail ? c->detail : "",
 	    (double)c->duration_us / 1000.0);
-	write_all(2, line, strlen(line));
+	(void)fd_write_all(2, line, strlen(line));
 }
 
 static void

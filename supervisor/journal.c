@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
+
 struct journal {
 	int fd;
 	const struct redact *red;
@@ -40,23 +42,6 @@ journal_close(struct journal *j)
 	free(j);
 }
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int
 journal_append(struct journal *j, const char *type, json_t *rec)
 {
@@ -82,7 +67,7 @@ journal_append(struct journal *j, const char *type, json_t *rec)
 	if (clean == NULL)
 		clean = line, line = NULL;
 	clean[n] = '\n';	/* the NUL goes; we never print it */
-	rc = write_all(j->fd, clean, n + 1);
+	rc = fd_write_all(j->fd, clean, n + 1);
 	if (rc == 0)
 		rc = fdatasync(j->fd);
 	free(line);

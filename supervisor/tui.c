@@ -14,6 +14,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
+
 #define FRAME_MS 100
 
 static struct {
@@ -30,15 +32,7 @@ static struct {
 static void
 put(const char *s, size_t n)
 {
-	ssize_t w;
-
-	while (n > 0) {
-		w = write(tui.fd, s, n);
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
+	(void)fd_write_all(tui.fd, s, n);
 }
 
 static int
