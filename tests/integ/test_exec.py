@@ -228,12 +228,15 @@ def test_concurrent_host_requests_are_matched_by_id():
 
 
 def test_host_request_after_cell_end_is_refused():
-    code0 = ("import threading, agentz_runtime, time\nout = []\n"
-             "def late():\n    time.sleep(0.3)\n"
+    # The thread made in cell 0 asks only once cell 1 runs (the event is
+    # set there): its request is still bound to cell 0, which has ended.
+    code0 = ("import threading, agentz_runtime\nout = []\n"
+             "go = threading.Event()\n"
+             "def late():\n    go.wait()\n"
              "    try:\n        agentz_runtime.host_request('input', b'{}', 0)\n"
              "    except Exception as e:\n        out.append(str(e))\n"
              "t = threading.Thread(target=late); t.start()")
-    recs, _ = exec_json(code0, "t.join()\nprint(out)")
+    recs, _ = exec_json(code0, "go.set()\nt.join()\nprint(out)")
     assert "refused once their cell is inactive" in recs[1]["output"]
 
 
