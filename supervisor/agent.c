@@ -387,7 +387,7 @@ static int
 over_budget(struct agent *a, const struct cell *c)
 {
 	char why[512], *sig;
-	json_int_t seen = 0;
+	json_int_t seen;
 
 	why[0] = '\0';
 	if (a->cfg.max_cells > 0 && runner_cells(a->runner)->n >=
