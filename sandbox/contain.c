@@ -464,62 +464,57 @@ contain_subreaper(void)
 static char
 proc_state(long pid)
 {
-	char path[64], buf[512], *rp, state = 0;
-	ssize_t len;
-	int fd;
+	char dir[32], buf[512], *rp, state = 0;
 
-	(void)snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	(void)snprintf(dir, sizeof dir, "/proc/%ld", pid);
+	if (read_file(dir, "stat", buf, sizeof buf) < 0)
 		return 0;
-	len = read(fd, buf, sizeof buf - 1);
-	(void)close(fd);
-	if (len <= 0)
-		return 0;
-	buf[len] = '\0';
 	rp = strrchr(buf, ')');
 	if (rp == NULL || sscanf(rp + 1, " %c", &state) != 1)
 		return 0;
 	return state;
 }
 
-/*
- * Our children other than keep, from /proc/self/task/<pid>/children (the
- * supervisor forks and reaps from its main thread only, and orphans are
- * reparented to it): with kill set, every one is SIGKILLed; without, only
- * zombies are collected. Their pids go to out (at most max). Returns how
- * many were found.
- */
-static int
-scan_children(pid_t keep, int kill_them, pid_t *out, int max)
+int
+contain_children(pid_t parent, pid_t *out, int max)
 {
-	char path[64], buf[16384], *p, *end;
-	pid_t self = getpid();
-	ssize_t len;
+	char dir[64], buf[16384], *p, *end;
 	long pid;
-	int fd, n = 0;
+	int n = 0;
 
-	(void)snprintf(path, sizeof path, "/proc/%ld/task/%ld/children",
-	    (long)self, (long)self);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	(void)snprintf(dir, sizeof dir, "/proc/%ld/task/%ld", (long)parent,
+	    (long)parent);
+	if (read_file(dir, "children", buf, sizeof buf) < 0)
 		return 0;
-	len = read(fd, buf, sizeof buf - 1);
-	(void)close(fd);
-	if (len <= 0)
-		return 0;
-	buf[len] = '\0';
 	for (p = buf; n < max; p = end) {
 		pid = strtol(p, &end, 10);
 		if (end == p)
 			break;
-		if (pid <= 0 || pid == keep ||
-		    (!kill_them && proc_state(pid) != 'Z'))
+		if (pid > 0)
+			out[n++] = (pid_t)pid;
+	}
+	return n;
+}
+
+/*
+ * Our children other than keep (the supervisor forks and reaps from its
+ * main thread only, and orphans are reparented to it): with kill set,
+ * every one is SIGKILLed; without, only zombies are collected. Their pids
+ * go to out (at most max). Returns how many were found.
+ */
+static int
+scan_children(pid_t keep, int kill_them, pid_t *out, int max)
+{
+	pid_t all[1024];
+	int i, found = contain_children(getpid(), all, 1024), n = 0;
+
+	for (i = 0; i < found && n < max; i++) {
+		if (all[i] == keep || (!kill_them && proc_state(all[i]) != 'Z'))
 			continue;
 		/* An unreaped child of ours: its pid cannot be reused. */
 		if (kill_them)
-			(void)kill((pid_t)pid, SIGKILL);
-		out[n++] = (pid_t)pid;
+			(void)kill(all[i], SIGKILL);
+		out[n++] = all[i];
 	}
 	return n;
 }

@@ -68,6 +68,11 @@ int contain_subreaper(void);
  * earlier worker, reparented to us). Returns how many were swept.
  */
 int contain_sweep(pid_t keep);
+/*
+ * The children of parent's main thread, from /proc/<parent>/task/<parent>/
+ * children, into out (at most max). Returns how many.
+ */
+int contain_children(pid_t parent, pid_t *out, int max);
 /* Reaps exited children of ours other than keep (on SIGCHLD). */
 int contain_reap(pid_t keep);
 

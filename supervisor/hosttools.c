@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "supervisor/history.h"
+#include "supervisor/rewrite.h"
 
 static const char host_tools_json[] =
 "[{\"type\": \"function\", \"name\": \"set_next_cell_code\","
@@ -86,17 +87,10 @@ static int
 is_host_call(const struct hosttools *h, const json_t *item)
 {
 	const char *type = json_string_value(json_object_get(item, "type"));
-	const char *name = json_string_value(json_object_get(item, "name"));
-	size_t i;
-	json_t *d;
 
-	if (type == NULL || strcmp(type, "function_call") != 0 || name == NULL)
-		return 0;
-	json_array_foreach(h->defs, i, d)
-		if (strcmp(name, json_string_value(json_object_get(d,
-		    "name"))) == 0)
-			return 1;
-	return 0;
+	return type != NULL && strcmp(type, "function_call") == 0 &&
+	    rewrite_is_host_tool(h->defs, json_string_value(json_object_get(
+	    item, "name")));
 }
 
 static int

@@ -184,8 +184,13 @@ static void
 forward(struct call *c, const char *data, size_t len)
 {
 	size_t n;
-	char *clean = redacted(c->m, data, len, &n);
+	char *clean;
 
+	if (c->m->red == NULL || redact_count(c->m->red) == 0) {
+		c->ops.event(c->ctx, data, len);	/* nothing to clean */
+		return;
+	}
+	clean = redact_string(c->m->red, data, len, &n);
 	if (clean != NULL)
 		c->ops.event(c->ctx, clean, n);
 	free(clean);

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -449,25 +450,25 @@ worker_spawn(struct worker *w)
 
 /* --- output ----------------------------------------------------------- */
 
-/* Reads what a pipe holds now. Returns 0 at EOF, 1 otherwise. */
+/*
+ * Reads what a pipe holds now, at most `rounds` reads (a flood must not
+ * starve the channel; unbounded when draining before a DONE or a death).
+ * Returns 0 at EOF, 1 otherwise.
+ */
 static int
-drain_pipe(struct worker *w, int fd)
+drain_pipe(struct worker *w, int fd, unsigned rounds)
 {
 	char buf[READ_CHUNK];
 	ssize_t n;
-	int rounds;
 
-	/* Bounded per call, so a flood cannot starve the channel. */
-	for (rounds = 0; rounds < 16; rounds++) {
+	while (rounds-- > 0) {
 		n = read(fd, buf, sizeof buf);
-		if (n > 0) {
+		if (n > 0)
 			w->ops.output(w, fd == w->out ? 1 : 2, buf, (size_t)n,
 			    w->ctx);
-			continue;
-		}
-		if (n == 0)
+		else if (n == 0)
 			return 0;
-		if (errno != EINTR)
+		else if (errno != EINTR)
 			return 1;
 	}
 	return 1;
@@ -477,20 +478,10 @@ drain_pipe(struct worker *w, int fd)
 static void
 drain_all(struct worker *w)
 {
-	char buf[READ_CHUNK];
-	int fds[2] = { w->out, w->err };
-	ssize_t n;
-	size_t i;
-
-	for (i = 0; i < 2; i++) {
-		if (fds[i] < 0)
-			continue;
-		while ((n = read(fds[i], buf, sizeof buf)) > 0 ||
-		    (n < 0 && errno == EINTR))
-			if (n > 0)
-				w->ops.output(w, (int)i + 1, buf, (size_t)n,
-				    w->ctx);
-	}
+	if (w->out >= 0)
+		(void)drain_pipe(w, w->out, UINT_MAX);
+	if (w->err >= 0)
+		(void)drain_pipe(w, w->err, UINT_MAX);
 }
 
 static void
@@ -499,7 +490,7 @@ pipe_event(struct loop *l, int fd, short revents, void *ctx)
 	struct worker *w = ctx;
 
 	(void)revents;
-	if (drain_pipe(w, fd) == 0) {
+	if (drain_pipe(w, fd, 16) == 0) {
 		loop_unwatch(l, fd);
 		(void)close(fd);
 		if (fd == w->out)
@@ -736,23 +727,9 @@ protocol_error(struct worker *w, const char *what, unsigned type)
 static pid_t
 ns_child(pid_t init)
 {
-	char path[64], buf[64];
-	ssize_t n;
-	long pid = 0;
-	int fd;
+	pid_t worker;
 
-	(void)snprintf(path, sizeof path, "/proc/%ld/task/%ld/children",
-	    (long)init, (long)init);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return init;
-	n = read(fd, buf, sizeof buf - 1);
-	(void)close(fd);
-	if (n > 0) {
-		buf[n] = '\0';
-		pid = strtol(buf, NULL, 10);
-	}
-	return pid > 0 ? (pid_t)pid : init;
+	return contain_children(init, &worker, 1) == 1 ? worker : init;
 }
 
 static void
