@@ -34,11 +34,14 @@ endif
 # Dependencies come from Debian packages; install them when missing.
 PKGS_SUP := libcurl jansson msgpack libsystemd
 PKGS_WRK := python3-embed msgpack libseccomp
-DEPS_OK  := $(shell pkg-config --exists $(PKGS_SUP) $(PKGS_WRK) cmocka \
-	      && test -x $(PY) && echo yes)
+# Asked quietly (one dpkg-query); the install shows its progress.
+DEPS_OK  := $(shell scripts/install-deps --check && echo yes)
 ifneq ($(DEPS_OK),yes)
-$(info agentz: installing missing build dependencies)
-$(shell scripts/install-deps >&2)
+$(info agentz: installing missing build and test dependencies (apt-get))
+DEPS_RC  := $(shell scripts/install-deps >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error scripts/install-deps failed (exit $(DEPS_RC)); see above)
+endif
 endif
 
 # Third-party headers as -isystem so their warnings are not ours.
@@ -80,7 +83,7 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all check unit integ demo bench fuzz lint check-headers clean \
+.PHONY: all check fixtures unit integ demo bench fuzz lint check-headers clean \
 	verify-units install
 all: $(O)/agentz $(O)/agentz-worker
 
@@ -120,16 +123,23 @@ export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1:exitcode=86
 export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 endif
 
-unit: $(UNIT_BIN)
+# The recorded Responses API streams: the sibling shared/ folder.
+FIXTURES := $(abspath $(CURDIR)/../shared/fixtures/responses)
+
+fixtures:
+	@test -d $(FIXTURES) || { echo "agentz: the tests need the sibling" \
+	    "../shared folder (missing: $(FIXTURES))" >&2; exit 1; }
+
+unit: $(UNIT_BIN) fixtures
 	@set -e; fail=0; for t in $(UNIT_BIN); do \
-	    AGENTZ_FIXTURES=$(CURDIR)/../shared/fixtures/responses $$t || fail=1; \
+	    AGENTZ_FIXTURES=$(FIXTURES) $$t || fail=1; \
 	done; exit $$fail
 
-integ: all $(O)/tests/try_syscall
-	AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) \
+integ: all $(O)/tests/try_syscall fixtures
+	AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) AGENTZ_FIXTURES=$(FIXTURES) \
 	    $(PY) -m pytest -q -p no:cacheprovider tests/integ
 
-check:
+check: fixtures
 	$(MAKE) all unit integ
 	$(MAKE) SAN=1 all unit integ
 

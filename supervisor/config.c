@@ -51,51 +51,77 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0}
 };
 
+static const char agent_help[] =
+    "usage: agentz [options] \"TASK\"          run an agent on a task\n"
+    "       agentz exec [options] FILE...    a supervised Python "
+    "interpreter, no model\n"
+    "                                        ('agentz exec --help')\n"
+    "model and run:\n"
+    "  --model NAME         the model (AGENTZ_MODEL; default gpt-6-astra)\n"
+    "  --base-url URL       API base incl. version (OPENAI_BASE_URL; default\n"
+    "                       https://api.openai.com/v1)\n"
+    "  --service-tier TIER  sent as service_tier (default auto; '' = not "
+    "sent)\n"
+    "  --request-timeout S  per model request (default 1800)\n"
+    "  --max-output-tokens N  (default 128000)\n"
+    "  --max-retries N      HTTP retries per request (default 4)\n"
+    "  --journal FILE       append every step of the run to FILE "
+    "(AGENTZ_JOURNAL)\n"
+    "  --resume             continue the run recorded in --journal (TASK "
+    "optional;\n"
+    "                       a missing or empty journal starts a new run)\n"
+    "  --max-cells N        stop after N cells (exit 4)\n"
+    "  --deadline SECS      stop the run after SECS (exit 4)\n"
+    "  --max-tokens N       stop once N tokens were used (exit 4)\n"
+    "  --max-same-failure N stop when one failure repeats N times "
+    "(default 5)\n";
+
+static const char exec_help[] =
+    "usage: agentz exec [options] FILE...\n"
+    "  each FILE is one cell, all in one persistent namespace; - reads cells\n"
+    "  from stdin, separated by '# %%' lines\n";
+
+static const char worker_help[] =
+    "cells and the worker:\n"
+    "  --json               one JSON record per cell on stdout (exec)\n"
+    "  -v, --verbose        more diagnostics\n"
+    "  --output-limit SIZE  output kept per cell, head+tail (default 1M)\n"
+    "  --cell-timeout SECS  wall-clock limit per cell (default 3600)\n"
+    "  --grace SECS         after the interrupt, before the kill "
+    "(default 3)\n"
+    "  --memory-limit SIZE  worker memory ceiling (default 4G, 0 = none)\n"
+    "  --sandbox PROFILE    seccomp profile: off, default, strict\n"
+    "  --sandbox-debug      name a blocked syscall instead of failing it\n"
+    "  --pass-env NAME      pass one more variable to the worker\n"
+    "  --worker PATH        the agentz-worker executable\n"
+    "  --max-frame SIZE     control channel frame limit (default 64M)\n";
+
+static const char agent_tail[] =
+    "exit status: 0 after quit(), 1 three consecutive cells failed, 2 usage\n"
+    "  error or no API key, 3 the worker cannot start, 4 a hard stop ended\n"
+    "  the run, 130 interrupted\n"
+    "environment: OPENAI_API_KEY (also from ./.env or\n"
+    "  $CREDENTIALS_DIRECTORY/openai_api_key), OPENAI_BASE_URL, AGENTZ_MODEL,\n"
+    "  AGENTZ_JOURNAL, AGENTZ_SECRETS (more variable names to redact, comma-\n"
+    "  separated), AGENTZ_RUNTIME_INFO (JSON for RUNTIME_INFO),\n"
+    "  NOTIFY_SOCKET and WATCHDOG_USEC (systemd)\n";
+
+static const char exec_tail[] =
+    "exit status: 0 every cell succeeded, 1 otherwise, 2 usage error (a\n"
+    "  missing or unreadable file runs nothing), 3 the worker cannot start\n";
+
+static int
+is_exec(const char *cmd)
+{
+	return strcmp(cmd, "agentz exec") == 0;
+}
+
 static void
 usage(const char *cmd, FILE *f)
 {
-	if (strcmp(cmd, "exec") == 0)
-		(void)fprintf(f, "usage: agentz exec [options] FILE... (- reads "
-		    "cells from stdin, separated by '# %%%%' lines)\n");
-	else
-		(void)fprintf(f, "usage: agentz [options] \"TASK\"\n"
-		    "  --model NAME         the model (AGENTZ_MODEL; default "
-		    "gpt-6-astra)\n"
-		    "  --base-url URL       API base incl. version (OPENAI_BASE_URL;"
-		    " default\n"
-		    "                       https://api.openai.com/v1)\n"
-		    "  --service-tier TIER  sent as service_tier (default auto; "
-		    "'' = not sent)\n"
-		    "  --request-timeout S  per model request (default 1800)\n"
-		    "  --max-output-tokens N  (default 128000)\n"
-		    "  --max-retries N      HTTP retries per request (default 4)\n"
-		    "  --journal FILE       append every cell's record to FILE "
-		    "(AGENTZ_JOURNAL)\n"
-		    "  --max-cells N        stop after N cells (exit 4)\n"
-		    "  --deadline SECS      stop the run after SECS (exit 4)\n"
-		    "  --max-tokens N       stop once N tokens were used (exit 4)\n"
-		    "  --max-same-failure N stop when one failure repeats N times "
-		    "(default 5)\n"
-		    "  --resume             continue the run recorded in --journal "
-		    "(TASK optional;\n"
-		    "                       a missing or empty journal starts a new "
-		    "run)\n");
-	(void)fprintf(f,
-	    "  --json               one JSON record per cell on stdout\n"
-	    "  -v, --verbose        more diagnostics\n"
-	    "  --output-limit SIZE  output kept per cell, head+tail "
-	    "(default 1M)\n"
-	    "  --cell-timeout SECS  wall-clock limit per cell (default 3600)\n"
-	    "  --grace SECS         after the interrupt, before the kill "
-	    "(default 3)\n"
-	    "  --memory-limit SIZE  worker memory ceiling (default 4G, 0 = "
-	    "none)\n"
-	    "  --sandbox PROFILE    seccomp profile: off, default, strict\n"
-	    "  --sandbox-debug      name a blocked syscall instead of "
-	    "failing it\n"
-	    "  --pass-env NAME      pass one more variable to the worker\n"
-	    "  --worker PATH        the agentz-worker executable\n"
-	    "  --max-frame SIZE     control channel frame limit (default 64M)\n");
+	(void)fputs(is_exec(cmd) ? exec_help : agent_help, f);
+	(void)fputs(worker_help, f);
+	(void)fputs(is_exec(cmd) ? exec_tail : agent_tail, f);
 }
 
 int
@@ -174,8 +200,8 @@ budget(struct config *c, int ch, const char *val, const char *cmd)
 static int
 bad(const char *cmd, const char *opt, const char *val, const char *why)
 {
-	(void)fprintf(stderr, "agentz %s: invalid %s '%s': %s\n", cmd, opt,
-	    val, why);
+	(void)fprintf(stderr, "%s: invalid %s '%s': %s\n", cmd, opt, val,
+	    why);
 	return -1;
 }
 
@@ -309,15 +335,24 @@ config_parse(struct config *c, int argc, char **argv, const char *cmd)
 	defaults(c);
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "jvh", long_opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":jvh", long_opts, NULL)) != -1) {
 		if (ch == 'h') {
 			usage(cmd, stdout);
 			return 1;
 		}
-		if (ch == '?' || ch == ':') {
-			(void)fprintf(stderr, "agentz %s: unknown option or "
-			    "missing value: %s\n", cmd, argv[optind - 1]);
-			usage(cmd, stderr);
+		if (ch == ':') {
+			(void)fprintf(stderr, "%s: option %s needs a value "
+			    "(see '%s --help')\n", cmd, argv[optind - 1], cmd);
+			return -1;
+		}
+		if (ch == '?' && optopt != 0) {
+			(void)fprintf(stderr, "%s: unknown option -%c (see "
+			    "'%s --help')\n", cmd, optopt, cmd);
+			return -1;
+		}
+		if (ch == '?') {
+			(void)fprintf(stderr, "%s: unknown option %s (see "
+			    "'%s --help')\n", cmd, argv[optind - 1], cmd);
 			return -1;
 		}
 		if (one_opt(c, ch, cmd) < 0)

@@ -53,7 +53,8 @@ struct config {
 /*
  * Parses argv (after the subcommand) into c. Returns 0, 1 when --help was
  * printed, or -1 after printing a usage error naming the bad option and
- * value.
+ * value. cmd is the command as the user typed it, for messages: "agentz"
+ * or "agentz exec".
  */
 int config_parse(struct config *c, int argc, char **argv, const char *cmd);
 void config_clear(struct config *c);

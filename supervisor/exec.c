@@ -332,7 +332,7 @@ exec_main(int argc, char **argv)
 	int rc;
 
 	memset(&x, 0, sizeof x);
-	rc = config_parse(&x.cfg, argc, argv, "exec");
+	rc = config_parse(&x.cfg, argc, argv, "agentz exec");
 	if (rc != 0) {
 		config_clear(&x.cfg);
 		return rc > 0 ? EXIT_OK : EXIT_USAGE;

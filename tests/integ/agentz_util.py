@@ -1,10 +1,17 @@
 """Shared helpers for the integration tests: run the real binaries."""
+import contextlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
-BUILD = os.environ.get("AGENTZ_BUILD",
-                       os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("AGENTZ_BUILD", os.path.join(ROOT, "build"))
+# The recorded Responses API streams live in the sibling shared/ folder
+# (as the Makefile says); tests that need them fail when it is missing.
+FIXTURES = os.environ.get("AGENTZ_FIXTURES", os.path.join(
+    ROOT, "..", "shared", "fixtures", "responses"))
 AGENTZ = os.path.join(BUILD, "agentz")
 WORKER = os.path.join(BUILD, "agentz-worker")
 SAN = os.environ.get("AGENTZ_SAN") == "1"
@@ -30,3 +37,18 @@ def exec_json(*codes, args=(), env=None, timeout=60):
             timeout=timeout)
     recs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
     return recs, p
+
+
+@contextlib.contextmanager
+def binaries_for_any_user():
+    """Copies of agentz and agentz-worker that any user can reach and run
+    (the build folder may sit under a 0700 home such as /root); yields the
+    path of the copy of agentz."""
+    d = tempfile.mkdtemp(prefix="agentz-bin-")
+    try:
+        os.chmod(d, 0o755)
+        for name in ("agentz", "agentz-worker"):
+            shutil.copy2(os.path.join(BUILD, name), d)
+        yield os.path.join(d, "agentz")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -103,6 +103,9 @@ Keys every turn accepts:
   headers        extra/overriding response headers {"name": "value"}; a null
                  value removes a default header
   initial_delay  seconds to wait before sending the status line
+  hold           a gate name: the answer waits (after the request is recorded)
+                 until ``ModelServer.release(name)`` is called, so a test can
+                 order the answer after an event instead of a timer
   note           free text, ignored
 
 Streamed kinds (response, stream_error, drop, invalid_json, big, replay) also take:
@@ -262,7 +265,7 @@ BIG_PIECE = 1 << 20
 # ---------------------------------------------------------------------------
 
 COMMON_KEYS = {"kind", "match", "match_re", "repeat", "headers",
-               "initial_delay", "note"}
+               "initial_delay", "hold", "note"}
 STREAM_KEYS = {"delay", "pause_after", "pause", "chunk_size", "framing"}
 CONTENT_KEYS = {"output", "reasoning", "text", "phase", "calls", "next_cell",
                 "delta_size", "obfuscation", "usage", "response", "incomplete"}
@@ -908,6 +911,7 @@ class Plan:
         self.reset = False              # close with RST instead of FIN
         self.extra_headers = {}         # the turn's "headers"
         self.initial_delay = 0.0
+        self.hold = None                # gate to wait for (see release())
         self.delay = 0.0
         self.pause_after = None
         self.pause = 0.0
@@ -1325,6 +1329,8 @@ class Handler(BaseHTTPRequestHandler):
             raise _Stop()
 
     def _send_plan(self, plan):
+        if plan.hold is not None and not self.server.owner.wait_gate(plan.hold):
+            raise _Stop()
         self._wait(plan.initial_delay)
         if plan.pieces is None:
             self._headers(plan, chunked=False)
@@ -1442,6 +1448,7 @@ class ModelServer:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._released = set()
         self._record_path = record
         self._record_file = None
         self._httpd = None
@@ -1518,6 +1525,8 @@ class ModelServer:
     def stop(self):
         """Stop serving, abort live streams, close every connection."""
         self.stopping.set()
+        with self._cond:
+            self._cond.notify_all()         # wake answers held at a gate
         if self._httpd is None:
             return
         if self._thread is not None:
@@ -1538,6 +1547,19 @@ class ModelServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+    def release(self, name):
+        """Open the gate name: answers of turns with "hold": name go on."""
+        with self._cond:
+            self._released.add(name)
+            self._cond.notify_all()
+
+    def wait_gate(self, name):
+        """Block until release(name); False when the server stops first."""
+        with self._cond:
+            self._cond.wait_for(lambda: name in self._released or
+                                self.stopping.is_set())
+            return name in self._released and not self.stopping.is_set()
 
     def wait_for_requests(self, n, timeout=5.0):
         """Block until at least n requests were recorded; False on timeout."""
@@ -1632,6 +1654,7 @@ class ModelServer:
             plan = plan_content(spec, body, raw_len, resp_id, stream)
         plan.extra_headers = spec.get("headers") or {}
         plan.initial_delay = float(spec.get("initial_delay", 0) or 0)
+        plan.hold = spec.get("hold")
         plan.delay = float(spec.get("delay", 0) or 0)
         plan.pause_after = spec.get("pause_after")
         plan.pause = float(spec.get("pause", 0) or 0)

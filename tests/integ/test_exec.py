@@ -84,6 +84,35 @@ def test_usage_errors():
     assert run(["exec", "--help"]).returncode == 0
 
 
+def test_option_errors_name_the_command_once_and_what_is_wrong():
+    p = run(["--model"])
+    assert p.returncode == 2
+    assert p.stderr.startswith("agentz: option --model needs a value"), p.stderr
+    p = run(["--bogus", "task"])
+    assert p.returncode == 2
+    assert p.stderr.startswith("agentz: unknown option --bogus"), p.stderr
+    p = run(["exec", "--grace"])
+    assert p.returncode == 2
+    assert p.stderr.startswith("agentz exec: option --grace needs a value"), \
+        p.stderr
+    p = run(["exec", "--grace", "soon", "-"], stdin="")
+    assert p.returncode == 2
+    assert p.stderr.startswith("agentz exec: invalid --grace 'soon'"), p.stderr
+    assert "agentz agentz" not in run(["--max-cells", "0", "t"]).stderr
+
+
+def test_help_names_exec_exit_codes_and_environment():
+    h = run(["--help"])
+    assert h.returncode == 0
+    for word in ("agentz exec", "exit status", "130", "OPENAI_API_KEY",
+                 "OPENAI_BASE_URL", "AGENTZ_MODEL", "AGENTZ_JOURNAL",
+                 "AGENTZ_SECRETS", "CREDENTIALS_DIRECTORY"):
+        assert word in h.stdout, word
+    h = run(["exec", "--help"])
+    assert h.returncode == 0 and "exit status" in h.stdout
+    assert "# %%" in h.stdout
+
+
 def test_syntax_error_reports_line():
     recs, p = exec_json("x = 1\ny = (\n")
     assert p.returncode == 1

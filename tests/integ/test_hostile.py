@@ -237,7 +237,10 @@ def test_busy_python_loop_is_interrupted_and_namespace_kept():
     assert a["timeout"]["stage"] == "interrupted", brief(a)
     assert a["exception_type"] == "KeyboardInterrupt"
     assert a["namespace"] == "kept"
-    assert 1e6 <= a["duration_us"] < 1.5e6, brief(a)
+    # Not before the deadline; no upper bound of wall time: the stage
+    # "interrupted" already says it ended before the grace ran out (else
+    # the stage would be "killed"), whatever the machine's speed.
+    assert a["duration_us"] >= 1e6, brief(a)
     assert_ok(b, "5\n")
     assert_same_worker(a, b)
 
@@ -352,79 +355,71 @@ def test_input_without_terminal_is_eof_not_a_hang():
 # sharing what is left of it, then becomes `sleep`.  Every process carries
 # the marker in its environment (and the shells in their cmdline).  It
 # reports one '.' per process and the shell's "Cannot fork" on the pipe.
-BOMB_SH = '''
-b() {
-    echo .
-    n=$(($1 - 1))
-    h=$((n / 2))
-    if [ $h -gt 0 ]; then b $h & fi
-    if [ $((n - h)) -gt 0 ]; then b $((n - h)) & fi
-    exec sleep 1000
-}
-b "$1"
+# The bomb: a child Python forks until fork fails (EAGAIN) or its own
+# budget is spent, each child exec'ing a marked sleep; it reports what it
+# made and why it stopped, then waits, marked too. The cell waits for that
+# report (an event, not a time window) and returns with the bomb alive.
+FORK_PROBE = r'''
+import os, sys
+mark, budget = sys.argv[1], int(sys.argv[2])
+made, why = 0, "budget"
+while made < budget:
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        why = "EAGAIN"
+        break
+    if pid == 0:
+        try:
+            os.execve("/bin/sleep", [mark, "1000"], {"HZMARK": mark})
+        finally:
+            os._exit(127)
+    made += 1
+print("made", made, "stopped_by", why, flush=True)
+os.execve("/bin/sleep", [mark, "1000"], {"HZMARK": mark})
 '''
 
 FORK_BOMB = r'''
-import os, signal, subprocess, time
-MARK = %(marker)r
-r, w = os.pipe()
-t0 = time.monotonic()
-subprocess.Popen(['/bin/sh', '-c', %(script)r, MARK, '%(budget)d'],
-                 stdin=subprocess.DEVNULL, stdout=w, stderr=w,
-                 env={'PATH': '/usr/bin:/bin', 'HZMARK': MARK})
-os.close(w)
-os.set_blocking(r, False)
-got = b''
-end = time.monotonic() + 3.5
-quiet = time.monotonic()
-while time.monotonic() < end:
-    try:
-        chunk = os.read(r, 65536)
-    except BlockingIOError:
-        chunk = b''
-    if chunk:
-        got += chunk
-        quiet = time.monotonic()
-    elif got.count(b'.') >= %(budget)d or (b'fork' in got and
-                                           time.monotonic() - quiet > 0.5):
-        break
-    else:
-        time.sleep(0.02)
-print('made', got.count(b'.'), 'cannot_fork', got.count(b'Cannot fork'),
-      'secs', round(time.monotonic() - t0, 2), flush=True)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-time.sleep(1e6)
+import subprocess
+p = subprocess.Popen(['/usr/bin/python3', '-c', %(probe)r, %(marker)r,
+                      '%(budget)d'], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, env={'HZMARK': %(marker)r})
+print(p.stdout.readline().decode().strip())
 '''
 
 
 def test_fork_bomb_is_contained_and_nothing_survives_the_kill():
+    # Probe, don't race: the bomb forks until the limit bites (EAGAIN) or
+    # its own budget (> pids.max) ends it, however fast this machine forks.
+    # Then the worker dies (SIGKILL, as at the kill stage) with ~1000 live
+    # processes under it; the next worker counts what is left of the bomb.
     marker = new_marker()
     code = FORK_BOMB % {"marker": marker, "budget": FORK_BUDGET,
-                        "script": BOMB_SH}
+                        "probe": FORK_PROBE}
     try:
-        # the next worker counts what is left of the bomb, right after it
-        r = agentz_run(["x = 1", code, COUNT_MARKED +
-                        "print(count(%r))\nprint('ok')" % marker],
-                       args=["--cell-timeout", "4", "--grace", "0.5"],
-                       timeout=60, expect_rc=1)
+        # --cell-timeout is only a safety net here, never reached.
+        r = agentz_run(["x = 1", code,
+                        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+                        COUNT_MARKED + "print(count(%r))\nprint('ok')" % marker],
+                       args=["--cell-timeout", "120"], timeout=300,
+                       expect_rc=1)
         left = marked_processes(marker)
     finally:
         kill_marked(marker)
-    a, b, c = r.recs
-    assert b["status"] == "error" and b["kind"] == "timeout", brief(b)
-    assert b["timeout"]["stage"] == "killed", brief(b)
-    # deadline + grace + the kill of ~1000 processes (slower under ASan)
-    assert b["duration_us"] <= (4.5 + (3 if SAN else 1.5)) * 1e6, brief(b)
+    a, b, c, d = r.recs
+    assert b["status"] == "ok", brief(b)
     words = b["output"].split()
-    assert words[:1] == ["made"], brief(b)
-    made, cannot_fork = int(words[1]), int(words[3])
+    assert words[:1] == ["made"] and words[2] == "stopped_by", brief(b)
+    made, why = int(words[1]), words[3]
     assert made > 50, brief(b)
     if "cgroup" in b["worker"]["containment"]:
         # pids.max (1024) stopped it before its own budget did.
-        assert cannot_fork > 0 and made < FORK_BUDGET, brief(b)
+        assert why == "EAGAIN" and made < 1024, brief(b)
+    assert c["status"] == "error" and c["kind"] == "crashed", brief(c)
+    assert c["signal"] == 9 and c["namespace"] == "lost", brief(c)
     assert not left, "processes survived the kill: %r" % left
-    assert_ok(c, "0\nok\n")
-    assert_fresh(a, c)
+    assert_ok(d, "0\nok\n")
+    assert_fresh(a, d)
 
 
 DAEMON = r'''

@@ -2,18 +2,26 @@
 cells' threads keep running between cells."""
 import os
 import subprocess
+import threading
 
 from model_server import ModelServer
 
-from agentz_util import AGENTZ
+from agentz_util import AGENTZ, binaries_for_any_user
 
 
 def test_worker_death_between_cells_is_detected_and_respawned(tmp_path):
-    # Cell 1 fails and leaves a timer that kills the worker 0.2 s later,
-    # while the supervisor waits for a slow repair request: the worker dies
-    # with no cell running. The repair cell must run in a fresh worker.
+    # Cell 1 fails and leaves a thread that kills the worker once the test
+    # opens a FIFO, which it does when the repair request has reached the
+    # model server; the server holds its answer until the supervisor has
+    # reported the death. So the worker dies with no cell running, ordered
+    # by events, and the repair cell must run in a fresh worker.
+    fifo = tmp_path / "die"
+    os.mkfifo(fifo)
     cell1 = ("import os, threading\nx = 5\n"
-             "threading.Timer(0.2, os._exit, [7]).start()\n"
+             "def die():\n"
+             "    open('die').read()\n"
+             "    os._exit(7)\n"
+             "threading.Thread(target=die, daemon=True).start()\n"
              "raise ValueError('boom')\n")
     repair = ("import os\nprint('repair sees x:', 'x' in dir())\n"
               "print('pid', os.getpid())\nquit()\n")
@@ -21,20 +29,43 @@ def test_worker_death_between_cells_is_detected_and_respawned(tmp_path):
         {"match": "Submit the first Python cell",
          "next_cell": {"code": cell1, "summary": "fail, then die"}},
         {"text": "ok"},
-        {"match": "Repair the failed cell", "delay": 0.1,
-         "text": "slowly thinking about the repair " * 4,
+        {"match": "Repair the failed cell", "hold": "dead",
          "next_cell": {"code": repair, "summary": "x"}},
         {"text": "repair registered"},
     ]
+    died = "worker died between cells (worker exited with code 7)"
     with ModelServer(script) as srv:
         env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        p = subprocess.run([AGENTZ, "--base-url", srv.base_url, "task"],
-                           cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert "worker died between cells (worker exited with code 7)" in p.stderr
-    assert "repair sees x: False" in p.stdout      # a fresh namespace
-    assert "[agentz] cell 2: exited" in p.stderr
+        p = subprocess.Popen([AGENTZ, "--base-url", srv.base_url, "task"],
+                             cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            assert srv.wait_for_requests(3, timeout=60), srv.requests
+            # The worker's thread exits once this open meets its own; the
+            # join bounds the wait if the worker never got there.
+            poke = threading.Thread(target=lambda: fifo.write_text("x"),
+                                    daemon=True)
+            poke.start()
+            poke.join(60)
+            assert not poke.is_alive(), "the worker never opened the FIFO"
+            err = []
+            for line in p.stderr:           # until the supervisor saw it
+                err.append(line)
+                if died in line:
+                    break
+            srv.release("dead")
+            out, rest = p.communicate(timeout=60)
+        finally:
+            srv.release("dead")
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = "".join(err) + rest
+    assert p.returncode == 0, err
+    assert died in err
+    assert "repair sees x: False" in out      # a fresh namespace
+    assert "[agentz] cell 2: exited" in err
 
 
 def test_cell_threads_run_between_cells(tmp_path):
@@ -133,9 +164,10 @@ def test_runs_as_a_plain_user_with_what_it_can_use(tmp_path):
         os.setgroups([])
         os.setgid(nobody.pw_gid)
         os.setuid(nobody.pw_uid)
-    p = subprocess.run([AGENTZ, "exec", "--json", "-"], cwd="/", input=cell,
-                       preexec_fn=demote, capture_output=True, text=True,
-                       timeout=60)
+    with binaries_for_any_user() as agentz:
+        p = subprocess.run([agentz, "exec", "--json", "-"], cwd="/",
+                           input=cell, preexec_fn=demote, capture_output=True,
+                           text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     import json
     rec = json.loads(p.stdout)
@@ -144,12 +176,25 @@ def test_runs_as_a_plain_user_with_what_it_can_use(tmp_path):
     assert rec["worker"]["sandbox"].startswith("seccomp=default")
 
 
+def own_cgroup(controller):
+    """This process's folder in the v1 hierarchy of controller, or None."""
+    base = "/sys/fs/cgroup/" + controller
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            if controller in names.split(","):
+                return base + path.rstrip("/")
+    return None
+
+
 def test_stale_cgroups_of_a_dead_supervisor_are_removed(tmp_path):
     import pytest
-    base = "/sys/fs/cgroup/pids"
-    if os.geteuid() != 0 or not os.path.isdir(base) or \
+    if os.geteuid() != 0 or not os.path.isdir("/sys/fs/cgroup/pids") or \
             os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
         pytest.skip("needs root and cgroup v1")
+    # agentz makes its groups below its own, which is ours.
+    base = own_cgroup("pids")
+    assert base is not None and os.path.isdir(base), base
     dead = subprocess.Popen(["true"])
     dead.wait()                       # its pid is now free
     stale = os.path.join(base, f"agentz-{dead.pid}")

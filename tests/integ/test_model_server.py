@@ -28,7 +28,9 @@ sys.path.insert(0, HERE)
 from model_server import ModelServer, ScriptError  # noqa: E402
 
 SERVER_PY = os.path.join(HERE, "model_server.py")
-FIXTURES = Path("/work/shared/fixtures/responses")
+from agentz_util import FIXTURES as _FIXTURES  # noqa: E402
+
+FIXTURES = Path(_FIXTURES)
 
 TEXT_EVENTS = ["response.output_item.added", "response.content_part.added"]
 TEXT_END = ["response.output_text.done", "response.content_part.done",
@@ -574,10 +576,11 @@ def test_replay_verbatim_with_chunk_size(server, tmp_path):
     assert srv.requests[0]["response_id"] == "resp_fixed"
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
 def test_replay_shared_fixtures(server):
     files = ["text_stream.sse", "reasoning_summary_stream.sse",
              "openrouter_reasoning_text_stream.sse", "local_shell_call_stream.jsonl"]
+    assert FIXTURES.is_dir(), \
+        f"recorded fixtures missing at {FIXTURES} (the tests need ../shared)"
     srv = server([{"kind": "replay", "file": f} for f in files], base_dir=str(FIXTURES))
     for f in files[:3]:
         r = raw_request(srv.port, req())

@@ -8,11 +8,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -1212,13 +1214,40 @@ test_rw_write_signals(void **state)
 	free(p);
 }
 
-/* frame_read on a non-blocking fd waits for a late writer. */
+/*
+ * The state letter of pid from /proc/<pid>/stat ('R', 'S', ...), or 0.
+ * The comm field may hold spaces and parentheses: the state follows the
+ * last ')'.
+ */
+static char
+proc_state(pid_t pid)
+{
+	char path[64], line[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, line, sizeof line - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	line[n] = '\0';
+	p = strrchr(line, ')');
+	return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * frame_read on a non-blocking fd waits for a late writer. The child
+ * writes only once the parent sleeps: a non-blocking read never sleeps,
+ * so the parent is then in the poll after EAGAIN, the path under test.
+ */
 static void
 test_rw_nonblocking_read(void **state)
 {
-	struct timespec ts = { 0, 50L * 1000 * 1000 };
+	pid_t pid, parent = getpid();
 	struct msg m;
-	pid_t pid;
 	int sv[2];
 
 	(void)state;
@@ -1226,7 +1255,8 @@ test_rw_nonblocking_read(void **state)
 	if ((pid = fork()) == 0) {
 		child_start();
 		close(sv[0]);
-		nanosleep(&ts, NULL);
+		while (proc_state(parent) != 'S')
+			sched_yield();
 		_exit(frame_write(sv[1], &samples[9], 4096) == 0 ? 0 : 1);
 	}
 	assert_true(pid > 0);
