@@ -155,6 +155,17 @@ static const struct rule escape_rules[] = {
 };
 
 /*
+ * SysV IPC, denied only when the worker shares the host's IPC namespace
+ * (no jail): there another root process's segments would be in reach.
+ */
+static const struct rule sysv_rules[] = {
+	DENY(shmget, EPERM), DENY(shmat, EPERM), DENY(shmctl, EPERM),
+	DENY(msgget, EPERM), DENY(msgctl, EPERM), DENY(msgsnd, EPERM),
+	DENY(msgrcv, EPERM), DENY(semget, EPERM), DENY(semctl, EPERM),
+	DENY(semop, EPERM), DENY(semtimedop, EPERM),
+};
+
+/*
  * Calls whose first argument names a process: aimed at the supervisor, at
  * its process group or at -1 (every process we may signal) they fail with
  * EPERM.  prlimit64 and sched_set* can stop or starve a same-uid process
@@ -473,6 +484,9 @@ escape_filter(pid_t sup, pid_t pgid, unsigned flags, int *rc)
 		return NULL;
 	*rc = add_table(
 	    ctx, SCMP_ACT_ALLOW, escape_rules, NELEM(escape_rules), flags);
+	if (*rc == 0 && (flags & SANDBOX_NO_SYSV))
+		*rc = add_table(
+		    ctx, SCMP_ACT_ALLOW, sysv_rules, NELEM(sysv_rules), flags);
 	if (*rc == 0)
 		*rc = add_personality(ctx, action);
 	if (*rc == 0)
@@ -507,7 +521,8 @@ sandbox_seccomp_apply(enum sandbox_profile p, pid_t supervisor_pid,
 	scmp_filter_ctx strict = NULL, escape = NULL;
 	int rc = 0;
 
-	if ((flags & ~SANDBOX_DEBUG) != 0 || supervisor_pid < 0 ||
+	if ((flags & ~(SANDBOX_DEBUG | SANDBOX_NO_SYSV)) != 0 ||
+	    supervisor_pid < 0 ||
 	    supervisor_pgid < 0) {
 		errno = EINVAL;
 		return -1;

@@ -28,6 +28,7 @@ enum sandbox_profile { SANDBOX_OFF, SANDBOX_DEFAULT, SANDBOX_STRICT };
 
 /* Flags for sandbox_seccomp_apply(). */
 #define SANDBOX_DEBUG 0x1u /* denials and unlisted calls raise SIGSYS */
+#define SANDBOX_NO_SYSV 0x2u /* deny SysV IPC: no IPC namespace of our own */
 
 /*
  * Exit status of a worker stopped by the debug SIGSYS handler: 128 + SIGSYS,
@@ -57,7 +58,8 @@ const char *sandbox_profile_name(enum sandbox_profile p);
  * such process": its rules are left out.  If the caller still shares
  * supervisor_pgid, kill(0, ...) is denied too; call setsid() first.
  *
- * flags: 0 or SANDBOX_DEBUG.  A foreign-ABI call always raises SIGSYS
+ * flags: 0, SANDBOX_DEBUG, SANDBOX_NO_SYSV (SysV IPC fails with EPERM, for
+ * a worker in the host's IPC namespace), or both.  A foreign-ABI call always raises SIGSYS
  * (it is never executed), so sandbox_seccomp_debug_install()'s handler can
  * name it; with SANDBOX_DEBUG every denial (and, in strict, every
  * unlisted syscall) raises SIGSYS too instead of failing.

@@ -34,6 +34,7 @@ extern char **environ;
 #include "supervisor/runner.h"
 #include "supervisor/sig.h"
 #include "supervisor/tui.h"
+#include "supervisor/view.h"
 
 #define MAX_FAILURES 3
 #define RECOVERY_SUMMARY \
@@ -43,6 +44,7 @@ extern char **environ;
 
 struct agent {
 	struct config cfg;
+	struct view view;
 	const char *task;
 	struct loop *loop;
 	struct runner *runner;
@@ -829,8 +831,17 @@ agent_run(struct agent *a, const char *wpath)
 		(void)atexit(tui_end);
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
 	rcfg.red = a->red;
+	rcfg.jail = &a->view.jc;
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
-	if (a->runner == NULL || runner_start(a->runner) < 0) {
+	if (a->runner != NULL) {
+		log_info("isolation: %s", runner_isolation(a->runner));
+		(void)record(a, "isolation", json_pack("{s:s, s:s}", "isolation",
+		    runner_isolation(a->runner), "containment",
+		    runner_containment(a->runner)));
+	}
+	if (a->runner == NULL)
+		return EXIT_WORKER;	/* said why */
+	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;
 	}
@@ -860,6 +871,7 @@ agent_free(struct agent *a)
 {
 	model_free(a->model);
 	runner_free(a->runner);
+	view_clear(&a->view);
 	hosttools_free(a->host);
 	redact_free(a->red);
 	loop_free(a->loop);
@@ -898,7 +910,10 @@ agent_main(int argc, char **argv)
 	wpath = config_worker_path(&a.cfg);
 	if (wpath == NULL)
 		fatal("agent: worker path");
-	rc = agent_run(&a, wpath);
+	if (view_init(&a.view, &a.cfg, wpath, "agentz") < 0)
+		rc = EXIT_USAGE;
+	else
+		rc = agent_run(&a, wpath);
 	agent_free(&a);
 	free(wpath);
 	return rc;

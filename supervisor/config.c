@@ -20,7 +20,8 @@ enum {
 	OPT_PASS_ENV, OPT_MODEL, OPT_BASE_URL, OPT_SERVICE_TIER,
 	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES,
 	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
-	OPT_MAX_SAME_FAILURE
+	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
+	OPT_MASK, OPT_NO_DEFAULT_MASKS
 };
 
 static const struct option long_opts[] = {
@@ -48,6 +49,11 @@ static const struct option long_opts[] = {
 	{"deadline", required_argument, NULL, OPT_DEADLINE},
 	{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
 	{"max-same-failure", required_argument, NULL, OPT_MAX_SAME_FAILURE},
+	{"isolation", required_argument, NULL, OPT_ISOLATION},
+	{"workspace", required_argument, NULL, OPT_WORKSPACE},
+	{"tmp-size", required_argument, NULL, OPT_TMP_SIZE},
+	{"mask", required_argument, NULL, OPT_MASK},
+	{"no-default-masks", no_argument, NULL, OPT_NO_DEFAULT_MASKS},
 	{NULL, 0, NULL, 0}
 };
 
@@ -94,7 +100,15 @@ static const char worker_help[] =
     "  --sandbox-debug      name a blocked syscall instead of failing it\n"
     "  --pass-env NAME      pass one more variable to the worker\n"
     "  --worker PATH        the agentz-worker executable\n"
-    "  --max-frame SIZE     control channel frame limit (default 64M)\n";
+    "  --max-frame SIZE     control channel frame limit (default 64M)\n"
+    "the worker's world:\n"
+    "  --isolation MODE     required, best-effort or off (default required as\n"
+    "                       root or under systemd, best-effort otherwise)\n"
+    "  --workspace DIR      the folder cells may write (default the working\n"
+    "                       directory); the rest of / is read-only\n"
+    "  --tmp-size SIZE      private /tmp and /dev/shm, each (default 1G)\n"
+    "  --mask PATH          make PATH unreadable to cells (repeatable)\n"
+    "  --no-default-masks   do not mask the usual secret folders of homes\n";
 
 static const char agent_tail[] =
     "exit status: 0 after quit(), 1 three consecutive cells failed, 2 usage\n"
@@ -205,17 +219,46 @@ bad(const char *cmd, const char *opt, const char *val, const char *why)
 	return -1;
 }
 
+/* Appends s to the NULL-terminated list *v of *n entries. */
 static int
-add_pass_env(struct config *c, const char *name)
+list_add(const char ***v, size_t *n, const char *s)
 {
-	const char **v = realloc(c->pass_env, (c->npass_env + 2) * sizeof *v);
+	const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
 
-	if (v == NULL)
+	if (nv == NULL)
 		return -1;
-	v[c->npass_env++] = name;
-	v[c->npass_env] = NULL;
-	c->pass_env = v;
+	nv[(*n)++] = s;
+	nv[*n] = NULL;
+	*v = nv;
 	return 0;
+}
+
+static int set_size(const char *cmd, const char *opt, const char *val,
+    uint64_t min, uint64_t *out);
+
+static int
+world_opt(struct config *c, int ch, const char *cmd)
+{
+	switch (ch) {
+	case OPT_ISOLATION:
+		if (strcmp(optarg, "required") && strcmp(optarg, "best-effort") &&
+		    strcmp(optarg, "off"))
+			return bad(cmd, "--isolation", optarg,
+			    "expected required, best-effort or off");
+		c->isolation = optarg;
+		return 0;
+	case OPT_WORKSPACE: c->workspace = optarg; return 0;
+	case OPT_TMP_SIZE:
+		return set_size(cmd, "--tmp-size", optarg, 1u << 20,
+		    &c->tmp_size);
+	case OPT_MASK:
+		if (optarg[0] == '\0')
+			return bad(cmd, "--mask", optarg, "expected a path");
+		return list_add(&c->masks, &c->nmasks, optarg);
+	default:
+		c->no_default_masks = 1;
+		return 0;
+	}
 }
 
 static int
@@ -269,7 +312,13 @@ one_opt(struct config *c, int ch, const char *cmd)
 		return seconds(optarg, &c->grace) < 0 ? bad(cmd, "--grace",
 		    optarg, "expected seconds > 0") : 0;
 	case OPT_PASS_ENV:
-		return add_pass_env(c, optarg);
+		return list_add(&c->pass_env, &c->npass_env, optarg);
+	case OPT_ISOLATION:
+	case OPT_WORKSPACE:
+	case OPT_TMP_SIZE:
+	case OPT_MASK:
+	case OPT_NO_DEFAULT_MASKS:
+		return world_opt(c, ch, cmd);
 	case OPT_MODEL: c->model = optarg; return 0;
 	case OPT_JOURNAL: c->journal = optarg; return 0;
 	case OPT_RESUME: c->resume = 1; return 0;
@@ -314,6 +363,7 @@ defaults(struct config *c)
 	c->pids_limit = 1024;
 	c->nofile_limit = 1024;
 	c->fsize_limit = (uint64_t)16 << 30;
+	c->tmp_size = (uint64_t)1 << 30;
 	c->model = getenv("AGENTZ_MODEL") && *getenv("AGENTZ_MODEL") ?
 	    getenv("AGENTZ_MODEL") : "gpt-6-astra";
 	c->base_url = getenv("OPENAI_BASE_URL") && *getenv("OPENAI_BASE_URL") ?
@@ -368,6 +418,8 @@ config_clear(struct config *c)
 {
 	free(c->pass_env);
 	c->pass_env = NULL;
+	free(c->masks);
+	c->masks = NULL;
 }
 
 /* agentz-worker next to our own executable, unless --worker says. */

@@ -30,6 +30,14 @@ struct config {
 	unsigned nofile_limit;		/* open files per process */
 	uint64_t fsize_limit;		/* largest file a cell may write */
 	const char **pass_env;		/* NULL-terminated */
+	/* the worker's world (sandbox/jail.h) */
+	const char *isolation;		/* required | best-effort | off, NULL =
+					 * required as root or under systemd */
+	const char *workspace;		/* NULL = the working directory */
+	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
+	const char **masks;		/* --mask, NULL-terminated */
+	size_t nmasks;
+	int no_default_masks;
 	/* the model (agent runs) */
 	const char *model;		/* --model, AGENTZ_MODEL */
 	const char *base_url;		/* --base-url, OPENAI_BASE_URL */

@@ -24,6 +24,7 @@
 #include "supervisor/config.h"
 #include "supervisor/runner.h"
 #include "supervisor/sig.h"
+#include "supervisor/view.h"
 
 struct src_cell {
 	char *code;
@@ -33,6 +34,7 @@ struct src_cell {
 
 struct exec_run {
 	struct config cfg;
+	struct view view;
 	struct loop *loop;
 	struct runner *runner;
 	struct src_cell *cells;
@@ -177,11 +179,12 @@ print_json(struct exec_run *x, const struct cell *c)
 	json_t *wj;
 	char *s;
 
-	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:s}",
+	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:s, s:s}",
 	    "pid", (int)c->worker_pid, "generation", (int)c->worker_gen,
 	    "spawn_ready_us", (json_int_t)worker_spawn_ready_us(w),
 	    "python", worker_python_version(w), "sandbox", worker_sandbox(w),
-	    "containment", runner_containment(x->runner));
+	    "containment", runner_containment(x->runner),
+	    "isolation", runner_isolation(x->runner));
 	(void)json_object_set_new(o, "worker", wj);
 	s = json_dumps(o, JSON_COMPACT);
 	if (s != NULL) {
@@ -297,6 +300,7 @@ exec_free(struct exec_run *x)
 	size_t i;
 
 	runner_free(x->runner);
+	view_clear(&x->view);
 	loop_free(x->loop);
 	for (i = 0; i < x->ncells; i++)
 		free(x->cells[i].code);
@@ -310,12 +314,14 @@ exec_go(struct exec_run *x, const char *wpath)
 	struct runner_config rc;
 
 	runner_config_init(&rc, &x->cfg, wpath, uses_stdin(&x->cfg) ? -1 : 0);
+	rc.jail = &x->view.jc;
 	x->loop = loop_new();
 	if (x->loop == NULL || sig_setup(x->loop, x_signal, x) < 0)
 		fatal("exec: event loop set-up");
 	x->runner = runner_new(x->loop, &rc, &exec_ops, x);
 	if (x->runner == NULL)
-		fatal("exec: runner");
+		return EXIT_WORKER;	/* said why */
+	log_debug("isolation: %s", runner_isolation(x->runner));
 	if (runner_start(x->runner) < 0) {
 		log_warn("exec: cannot start %s", wpath);
 		return EXIT_WORKER;
@@ -351,6 +357,11 @@ exec_main(int argc, char **argv)
 	wpath = config_worker_path(&x.cfg);
 	if (wpath == NULL)
 		fatal("exec: worker path");
+	if (view_init(&x.view, &x.cfg, wpath, "agentz exec") < 0) {
+		exec_free(&x);
+		free(wpath);
+		return EXIT_USAGE;
+	}
 	rc = x.ncells == 0 ? EXIT_OK : exec_go(&x, wpath);
 	exec_free(&x);
 	free(wpath);

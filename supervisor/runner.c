@@ -33,6 +33,7 @@ struct runner {
 	void *ctx;
 	struct worker *w;
 	struct contain *contain;
+	struct jail *jail;
 	struct cells cells;
 	struct cell *current;	/* running in the worker */
 	struct cell *pending;	/* recorded, waiting for a ready worker */
@@ -101,6 +102,28 @@ runner_config_init(struct runner_config *rc, const struct config *c,
 	rc->input_fd = input_fd;
 }
 
+/* The run's world, before the first worker (and before any cgroup of a
+ * worker: the jail's init stays in ours). */
+static int
+new_jail(struct runner *r)
+{
+	char err[512];
+
+	if (r->cfg.jail == NULL)
+		return 0;
+	r->jail = jail_new(r->cfg.jail, err, sizeof err);
+	if (r->jail == NULL) {
+		if (err[0] != '\0')
+			log_warnx("isolation required but unavailable: %s "
+			    "(--isolation best-effort runs without it)", err);
+		return -1;
+	}
+	if (!jail_active(r->jail) && r->cfg.jail->mode != JAIL_OFF)
+		log_warnx("isolation incomplete: %s", jail_describe(r->jail));
+	r->cfg.worker.jail = r->jail;
+	return 0;
+}
+
 struct runner *
 runner_new(struct loop *l, const struct runner_config *c,
     const struct runner_ops *ops, void *ctx)
@@ -120,9 +143,10 @@ runner_new(struct loop *l, const struct runner_config *c,
 	redact_stream_init(&r->rs[1]);
 	r->contain = contain_new(&c->worker.limits);
 	r->cfg.worker.contain = r->contain;
-	r->w = r->contain != NULL ? worker_new(l, &r->cfg.worker,
-	    &runner_worker_ops, r) : NULL;
+	if (r->contain != NULL && new_jail(r) == 0)
+		r->w = worker_new(l, &r->cfg.worker, &runner_worker_ops, r);
 	if (r->w == NULL) {
+		jail_free(r->jail);
 		contain_free(r->contain);
 		free(r);
 		return NULL;
@@ -136,6 +160,7 @@ runner_free(struct runner *r)
 	if (r == NULL)
 		return;
 	worker_free(r->w);
+	jail_free(r->jail);
 	loop_timer_cancel(r->loop, r->respawn_timer);
 	cancel_deadline(r);
 	procstat_close(&r->ps);
@@ -189,6 +214,12 @@ const char *
 runner_containment(const struct runner *r)
 {
 	return contain_mechanisms(r->contain);
+}
+
+const char *
+runner_isolation(const struct runner *r)
+{
+	return r->jail != NULL ? jail_describe(r->jail) : "none";
 }
 
 int
@@ -432,7 +463,6 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 	long kb;
 	uint64_t cpu;
 
-	(void)w;
 	input_stop(r);
 	cancel_deadline(r);
 	cells_finish_done(c, d);
@@ -444,11 +474,31 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 		r->cpu0_us = cpu;
 	}
 	if (c->timeout_stage != NULL) {
+		/* a timed-out cell leaves nothing running, even when the
+		 * interrupt was enough to stop the worker itself */
+		(void)worker_sweep(w);
 		c->deadline_to_ready_ms = (double)(loop_now_us() -
 		    r->deadline_us) / 1000.0;
 		timeout_detail(r, c);
 	}
 	r->ops.finished(r->ctx, c);
+}
+
+/* RUNTIME_INFO: the run's facts, with the worker's world and its
+ * workspace as the worker sees it. */
+static json_t *
+runtime_info(const struct runner *r)
+{
+	json_t *info = history_runtime_info();
+
+	if (info != NULL) {
+		(void)json_object_set_new(info, "isolation",
+		    json_string(runner_isolation(r)));
+		if (jail_workspace(r->jail) != NULL)
+			(void)json_object_set_new(info, "workspace",
+			    json_string(jail_workspace(r->jail)));
+	}
+	return info;
 }
 
 static void
@@ -592,7 +642,7 @@ w_request(struct worker *w, const struct msg_request *q, void *ctx)
 	else if (strcmp(q->method.ptr, "cells") == 0)
 		serve_cells(r, q);
 	else if (strcmp(q->method.ptr, "runtime_info") == 0)
-		reply_json(r, q->id, history_runtime_info());
+		reply_json(r, q->id, runtime_info(r));
 	else
 		r->ops.request(r->ctx, r->current, q);
 }

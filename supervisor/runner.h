@@ -29,6 +29,7 @@ struct runner;
 
 struct runner_config {
 	struct worker_config worker;
+	const struct jail_config *jail;	/* the worker's world; NULL = none */
 	size_t output_limit;		/* per cell, head + tail */
 	unsigned max_start_failures;	/* consecutive deaths before READY */
 	int input_fd;			/* for input(); -1: always EOFError */
@@ -55,6 +56,10 @@ struct config;
 void runner_config_init(struct runner_config *rc, const struct config *c,
     const char *wpath, int input_fd);
 
+/*
+ * NULL on ENOMEM, or (logged, naming what is missing) when the worker's
+ * world is required and cannot be built.
+ */
 struct runner *runner_new(struct loop *l, const struct runner_config *c,
     const struct runner_ops *ops, void *ctx);
 void runner_free(struct runner *r);
@@ -87,6 +92,8 @@ struct cell *runner_last(struct runner *r);	/* newest or NULL */
 const struct worker *runner_worker(const struct runner *r);
 /* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */
 const char *runner_containment(const struct runner *r);
+/* What the worker's world has, e.g. "mountns,pidns,...", or "none (why)". */
+const char *runner_isolation(const struct runner *r);
 /*
  * A signal from sig.h: SIGCHLD reaps orphans reparented to us and returns
  * -1 (carry on); any other returns the exit status to stop with (130 for

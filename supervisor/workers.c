@@ -44,6 +44,8 @@ struct worker {
 	enum worker_state state;
 	pid_t pid;
 	pid_t wpid;		/* the worker itself (pid is its ns init) */
+	pid_t ns_pid;		/* the worker as its namespace sees it */
+	int exe;		/* agentz-worker, opened at start-up */
 	int pidfd, chan, out, err, dump, status;
 	int pidns_state;	/* 0 untried, 1 works, -1 refused */
 	struct frame_rx rx;
@@ -86,6 +88,9 @@ worker_new(struct loop *l, const struct worker_config *c,
 	w->ops = *ops;
 	w->ctx = ctx;
 	w->pidfd = w->chan = w->out = w->err = w->dump = w->status = -1;
+	/* workers start from this descriptor: a path swapped later
+	 * changes nothing */
+	w->exe = open(c->path, O_PATH | O_CLOEXEC);
 	buf_init(&w->outq);
 	buf_init(&w->stack);
 	frame_rx_init(&w->rx, c->max_frame);
@@ -176,7 +181,12 @@ struct spawn_args {
 	int fds[6];	/* chan, out, err, dump, sync, status (child ends) */
 	struct contain_limits lim;
 	const char *path;
+	int exe;		/* -1: exec path instead */
+	const struct jail *jail;	/* NULL: no jail */
 };
+
+/* Where the executable's descriptor sits in the child. */
+#define EXE_FD (WORKER_DUMP_FD + 2)
 
 static void
 build_argv(const struct worker *w, struct spawn_args *a)
@@ -201,30 +211,53 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	a->argv[n++] = a->num[3];
 	if (w->cfg.sandbox_debug)
 		a->argv[n++] = (char *)(uintptr_t)"--sandbox-debug";
+	/* no IPC namespace of its own: the host's SysV objects are near */
+	if (!jail_active(w->cfg.jail))
+		a->argv[n++] = (char *)(uintptr_t)"--no-sysv";
 	a->argv[n] = NULL;
 }
 
-/* Child: park the fds above 9, place them at 0-4, close the rest. */
+/*
+ * Child: park the fds above 9, place them at 0-4, the init's status pipe
+ * (fd 5, CLOEXEC: the worker never has it) and the executable (fd 6)
+ * where present, close the rest. fd 6 survives the exec only because a
+ * script's interpreter reads the script through it; agentz-worker
+ * closes it before anything else.
+ */
 static int
-child_fds(const int *fds, int keep)
+child_fds(const int *fds, int status, int exe)
 {
-	int hi[4], nul, i;
+	int src[6] = { fds[0], fds[1], fds[2], fds[3], status, exe };
+	static const int dst[6] = { WORKER_CHAN_FD, 1, 2, WORKER_DUMP_FD,
+	    WORKER_DUMP_FD + 1, EXE_FD };
+	int hi[6], nul, i;
 
-	for (i = 0; i < 4; i++)
-		if ((hi[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+	for (i = 0; i < 6; i++) {
+		hi[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 10);
+		if (src[i] >= 0 && hi[i] < 0)
 			return -1;
-	if (keep >= 0 && dup2(keep, WORKER_DUMP_FD + 1) < 0)
-		return -1;
+	}
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (nul < 0 || dup2(nul, 0) < 0 || dup2(hi[1], 1) < 0 ||
-	    dup2(hi[2], 2) < 0 || dup2(hi[0], WORKER_CHAN_FD) < 0 ||
-	    dup2(hi[3], WORKER_DUMP_FD) < 0)
+	if (nul < 0 || dup2(nul, 0) < 0)
 		return -1;
-	/* fd 5, the init's status pipe, is CLOEXEC: the worker never has it */
-	if (keep >= 0 && fcntl(WORKER_DUMP_FD + 1, F_SETFD, FD_CLOEXEC) < 0)
-		return -1;
-	return (int)syscall(SYS_close_range, WORKER_DUMP_FD + (keep >= 0 ? 2 :
-	    1), ~0u, 0u);
+	for (i = 0; i < 6; i++) {
+		if (hi[i] < 0)
+			(void)close(dst[i]);
+		else if (dup2(hi[i], dst[i]) < 0 || (i == 4 &&
+		    fcntl(dst[i], F_SETFD, FD_CLOEXEC) < 0))
+			return -1;
+	}
+	return (int)syscall(SYS_close_range, EXE_FD + 1, ~0u, 0u);
+}
+
+static void
+exec_worker(const struct spawn_args *a)
+{
+	if (a->exe >= 0)
+		(void)syscall(SYS_execveat, EXE_FD, "", a->argv, a->envp,
+		    AT_EMPTY_PATH);
+	else
+		(void)execve(a->path, a->argv, a->envp);
 }
 
 /*
@@ -244,7 +277,9 @@ ns_init(const struct spawn_args *a, int status_fd)
 	if (w < 0)
 		_exit(WEXIT_EXEC);
 	if (w == 0) {
-		execve(a->path, a->argv, a->envp);
+		if (a->jail != NULL && jail_child_worker(a->jail) < 0)
+			_exit(WEXIT_EXEC);
+		exec_worker(a);
 		_exit(WEXIT_EXEC);
 	}
 	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_DUMP_FD, 0u);
@@ -268,25 +303,29 @@ static _Noreturn void
 child(const struct spawn_args *a)
 {
 	char go;
-	int i, status_fd = -1, in_ns = getpid() == 1;
+	int i, status_fd = -1, in_ns = getpid() == 1 || a->jail != NULL;
 
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (read(a->fds[4], &go, 1) != 1)
 		_exit(WEXIT_EXEC);
 	(void)setsid();
+	/* into the run's namespaces while we still may; the worker we fork
+	 * is born there and takes its own identity */
+	if (a->jail != NULL && jail_child_enter(a->jail) < 0)
+		_exit(WEXIT_EXEC);
 	if (in_ns && (status_fd = fcntl(a->fds[5], F_DUPFD_CLOEXEC,
 	    WORKER_DUMP_FD + 1)) < 0)
 		_exit(WEXIT_EXEC);
-	if (child_fds(a->fds, status_fd) < 0 ||
+	if (child_fds(a->fds, status_fd, a->exe) < 0 ||
 	    contain_child_rlimits(&a->lim) < 0 ||
-	    contain_child_drop_caps() < 0)
+	    (a->jail == NULL && contain_child_drop_caps() < 0))
 		_exit(WEXIT_EXEC);
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
 	if (in_ns)
 		ns_init(a, WORKER_DUMP_FD + 1);
-	execve(a->path, a->argv, a->envp);
+	exec_worker(a);
 	_exit(WEXIT_EXEC);
 }
 
@@ -331,7 +370,10 @@ clone_child(struct worker *w)
 {
 	pid_t pid = -1;
 
-	if (w->cfg.pidns && w->pidns_state >= 0) {
+	if (jail_active(w->cfg.jail)) {
+		w->pidns_state = 1;	/* the jail's */
+		pid = fork();
+	} else if (w->cfg.pidns && w->pidns_state >= 0) {
 		pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL,
 		    NULL, NULL, NULL);
 		w->pidns_state = pid < 0 ? -1 : 1;
@@ -339,7 +381,7 @@ clone_child(struct worker *w)
 			log_debug("no PID namespace for the worker: %s",
 			    strerror(errno));
 	}
-	if (pid < 0)
+	if (pid < 0 && w->pidns_state <= 0)
 		pid = fork();
 	if (w->cfg.contain != NULL)
 		contain_set_pidns(w->cfg.contain, w->pidns_state > 0);
@@ -357,6 +399,8 @@ fork_child(struct worker *w, const int *theirs)
 	memcpy(a.fds, theirs, sizeof a.fds);
 	a.lim = w->cfg.limits;
 	a.path = w->cfg.path;
+	a.exe = w->exe;
+	a.jail = jail_active(w->cfg.jail) ? w->cfg.jail : NULL;
 	w->spawned_us = loop_now_us();
 	w->pid = clone_child(w);
 	if (w->pid < 0)
@@ -592,8 +636,11 @@ reap(struct worker *w, int options)
 		contain_stats(w->cfg.contain, &d.cg);
 		contain_release(w->cfg.contain);
 	}
-	/* Orphans of this worker reparented to us (no PID namespace). */
-	(void)contain_sweep(0);
+	/* What is left of this worker's tree: in the jail, everything but
+	 * its init; without one, orphans reparented to us. */
+	if (jail_active(w->cfg.jail))
+		(void)jail_kill(w->cfg.jail, 0);
+	(void)contain_sweep(jail_init_pid(w->cfg.jail));
 	close_all(w);
 	if (w->stack.len > 0 && buf_append(&w->stack, "", 1) == 0)
 		d.stack = (const char *)w->stack.data;
@@ -642,6 +689,8 @@ worker_kill(struct worker *w, const char *reason)
 		(void)contain_kill(w->cfg.contain);
 	(void)kill(-w->pid, SIGKILL);
 	(void)kill(w->pid, SIGKILL);
+	if (jail_active(w->cfg.jail))
+		(void)jail_kill(w->cfg.jail, 0);
 	if (w->chan >= 0) {
 		loop_unwatch(w->loop, w->chan);
 		(void)close(w->chan);
@@ -677,6 +726,8 @@ worker_free(struct worker *w)
 			;
 		close_all(w);
 	}
+	if (w->exe >= 0)
+		(void)close(w->exe);
 	frame_rx_clear(&w->rx);
 	buf_clear(&w->outq);
 	buf_clear(&w->stack);
@@ -746,6 +797,7 @@ on_ready(struct worker *w, struct msg *m)
 	w->ready_us = loop_now_us();
 	if (w->pidns_state > 0)
 		w->wpid = ns_child(w->pid);
+	w->ns_pid = (pid_t)r->pid;
 	(void)snprintf(w->python_version, sizeof w->python_version, "%s",
 	    r->python_version.ptr);
 	(void)snprintf(w->sandbox, sizeof w->sandbox, "%s", r->sandbox.ptr);
@@ -923,6 +975,16 @@ worker_event(struct worker *w, uint64_t id, const char *body, size_t len)
 	m.u.event.id = id;
 	m.u.event.body = (struct bytes){ (char *)(uintptr_t)body, len };
 	return send_msg(w, &m);
+}
+
+int
+worker_sweep(struct worker *w)
+{
+	if (!jail_active(w->cfg.jail) || w->ns_pid <= 0) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return jail_kill(w->cfg.jail, w->ns_pid);
 }
 
 int

@@ -17,6 +17,7 @@
 
 #include "proto/proto.h"
 #include "sandbox/contain.h"
+#include "sandbox/jail.h"
 #include "supervisor/loop.h"
 
 enum worker_state {
@@ -69,6 +70,8 @@ struct worker_config {
 	const char *const *pass_env;	/* extra variable names, NULL-ended */
 	uint64_t ready_timeout_ms;
 	struct contain *contain;	/* cgroups etc.; owned by the caller */
+	struct jail *jail;		/* the run's world; owned by the caller;
+					 * NULL or inactive = none */
 	struct contain_limits limits;	/* rlimits for the child */
 	uint64_t data_limit;		/* RLIMIT_DATA set by the worker, 0 none */
 	int pidns;			/* try a PID namespace */
@@ -93,6 +96,11 @@ int worker_event(struct worker *w, uint64_t id, const char *body,
 int worker_interrupt(struct worker *w);
 /* SIGKILL to the worker's whole process tree; death is reported later. */
 void worker_kill(struct worker *w, const char *reason);
+/*
+ * Kills every process the worker's cells started, sparing the worker (in
+ * a jail only: its init stops them all first). 0, or -1 with errno.
+ */
+int worker_sweep(struct worker *w);
 /*
  * Asks the worker's faulthandler for every thread's stack (read from the
  * dump pipe; reported with the death, or by worker_take_stack).

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "proto/proto.h"
@@ -45,8 +46,8 @@ usage(void)
 {
 	(void)fprintf(stderr, "usage: agentz-worker [--sandbox off|default|"
 	    "strict] [--sandbox-debug] [--protect-pid N] [--protect-pgid N] "
-	    "[--max-frame BYTES]\n(started by agentz, with the control channel "
-	    "on fd 3)\n");
+	    "[--max-frame BYTES] [--no-sysv]\n(started by agentz, with the "
+	    "control channel on fd 3)\n");
 	_exit(WEXIT_USAGE);
 }
 
@@ -76,6 +77,8 @@ parse_args(int argc, char **argv, struct wconfig *c)
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--sandbox-debug") == 0)
 			c->sandbox_flags |= SANDBOX_DEBUG;
+		else if (strcmp(argv[i], "--no-sysv") == 0)
+			c->sandbox_flags |= SANDBOX_NO_SYSV;
 		else if (i + 1 >= argc)
 			usage();
 		else if (strcmp(argv[i], "--sandbox") == 0) {
@@ -153,9 +156,11 @@ send_ready(const char *version, const struct wconfig *c, const char *lims)
 		n = sizeof pyver - 1;
 	memcpy(pyver, version, n);
 	pyver[n] = '\0';
-	(void)snprintf(sbx, sizeof sbx, "seccomp=%s%s%s",
+	(void)snprintf(sbx, sizeof sbx, "seccomp=%s%s%s%s",
 	    sandbox_profile_name(c->profile),
-	    (c->sandbox_flags & SANDBOX_DEBUG) ? ",debug" : "", lims);
+	    (c->sandbox_flags & SANDBOX_DEBUG) ? ",debug" : "",
+	    (c->sandbox_flags & SANDBOX_NO_SYSV) && c->profile != SANDBOX_OFF ?
+	    ",no-sysv" : "", lims);
 	memset(&m, 0, sizeof m);
 	m.type = MSG_READY;
 	m.u.ready.version = PROTO_VERSION;
@@ -188,6 +193,8 @@ main(int argc, char **argv)
 	struct stat st;
 	const char *version, *lims;
 
+	/* what we were exec'd from (fd 6): never the cells' */
+	(void)syscall(SYS_close_range, WORKER_DUMP_FD + 1, ~0u, 0u);
 	parse_args(argc, argv, &c);
 	if (fstat(WORKER_CHAN_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		(void)fprintf(stderr, "agentz-worker: fd %d is not the control "

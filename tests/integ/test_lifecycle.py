@@ -1,6 +1,7 @@
 """Worker lifecycle seen from an agent run: death between cells, and the
 cells' threads keep running between cells."""
 import os
+import shutil
 import subprocess
 import threading
 
@@ -150,30 +151,41 @@ def test_supervisor_sigkill_takes_the_worker_tree_down(tmp_path):
 
 
 def test_runs_as_a_plain_user_with_what_it_can_use(tmp_path):
-    """Without root there is no cgroup or PID namespace, and the bounding
-    set cannot be dropped: the worker must still start, sandboxed."""
+    """Without root there is no cgroup, and the bounding set cannot be
+    dropped outside a user namespace: the worker must still start,
+    sandboxed, in a world of its own (a user namespace maps the user)."""
     import pwd
+    import tempfile
     import pytest
     if os.geteuid() != 0:
         pytest.skip("needs root to become another user")
     nobody = pwd.getpwnam("nobody")
     cell = ("import os\nprint(os.geteuid(), open('/proc/self/status')"
-            ".read().count('NoNewPrivs:\\t1'))\n")
+            ".read().count('NoNewPrivs:\\t1'))\nopen('mine', 'w')\n")
 
     def demote():
         os.setgroups([])
         os.setgid(nobody.pw_gid)
         os.setuid(nobody.pw_uid)
-    with binaries_for_any_user() as agentz:
-        p = subprocess.run([agentz, "exec", "--json", "-"], cwd="/",
-                           input=cell, preexec_fn=demote, capture_output=True,
-                           text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    import json
-    rec = json.loads(p.stdout)
-    assert rec["output"] == f"{nobody.pw_uid} 1\n"
-    assert rec["worker"]["containment"] == "subreaper,process-group"
-    assert rec["worker"]["sandbox"].startswith("seccomp=default")
+    ws = tempfile.mkdtemp(prefix="agentz-user-ws-")
+    try:
+        os.chown(ws, nobody.pw_uid, nobody.pw_gid)
+        with binaries_for_any_user() as agentz:
+            p = subprocess.run([agentz, "exec", "--json", "-"], cwd=ws,
+                               input=cell, preexec_fn=demote,
+                               capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        import json
+        rec = json.loads(p.stdout)
+        assert rec["output"] == f"{nobody.pw_uid} 1\n"
+        assert rec["worker"]["containment"] == \
+            "pid-namespace,subreaper,process-group"
+        assert rec["worker"]["isolation"].startswith(
+            "userns,mountns,pidns,ipcns,utsns,view"), rec["worker"]
+        assert rec["worker"]["sandbox"].startswith("seccomp=default")
+        assert os.stat(os.path.join(ws, "mine")).st_uid == nobody.pw_uid
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
 
 
 def own_cgroup(controller):

@@ -1,0 +1,83 @@
+/*
+ * jail.h - the world a run's workers live in (SPEC section 7).
+ *
+ * Once per run the supervisor builds a jail: an init process that is PID 1
+ * of new mount, PID, IPC and UTS namespaces (and of a user namespace when
+ * agentz is not root) and lives as long as the run. It builds the view
+ * before anything runs there: the host's root read-only, the workspace
+ * read-write (id-mapped to the invoking user when the worker gets its own
+ * uid), private size-capped /tmp and /dev/shm, a minimal /dev, a fresh
+ * /proc, /sys without cgroups, secrets masked, the engine's binaries
+ * read-only and pinned. Workers are started inside from a spawner that
+ * joins those namespaces (jail_child_enter) and forks the worker, which
+ * takes its identity and Landlock domain (jail_child_worker) and execs.
+ *
+ * The init kills on request: everything in the namespace, or everything
+ * but one process (stopped first, so nothing forks meanwhile). Nothing a
+ * cell can reach takes part in that.
+ *
+ * Functions return -1 with errno and never log; jail_new explains a
+ * failure in err.
+ */
+#ifndef AGENTZ_JAIL_H
+#define AGENTZ_JAIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum jail_mode { JAIL_OFF, JAIL_BEST_EFFORT, JAIL_REQUIRED };
+
+/* First of the dedicated worker uids (as root): one per concurrent run. */
+#define JAIL_UID_BASE 1900000000u
+#define JAIL_UID_SLOTS 65536u
+
+struct jail_config {
+	enum jail_mode mode;
+	const char *workspace;		/* absolute, symlinks resolved */
+	uint64_t tmp_size;		/* bytes, /tmp and /dev/shm each */
+	const char *const *masks;	/* paths to mask, NULL-ended */
+	const char *const *protect;	/* files kept read-only, NULL-ended */
+};
+
+struct jail;
+
+/*
+ * Builds the run's jail (nothing for JAIL_OFF). With JAIL_BEST_EFFORT a
+ * view that cannot be built leaves an inactive jail that says why; with
+ * JAIL_REQUIRED that is a failure: NULL, and err says what is missing.
+ * NULL also on ENOMEM.
+ */
+struct jail *jail_new(const struct jail_config *c, char *err, size_t errlen);
+/* Ends the run's namespaces and everything in them. Accepts NULL. */
+void jail_free(struct jail *j);
+
+int jail_active(const struct jail *j);
+/* What is active, e.g. "mountns,pidns,ipcns,utsns,view,uid=1900000000,
+ * idmap,landlock=7", or "none (why)". */
+const char *jail_describe(const struct jail *j);
+const char *jail_workspace(const struct jail *j);
+/* The init's pid (ours, a child of the supervisor), 0 when inactive. */
+pid_t jail_init_pid(const struct jail *j);
+
+/*
+ * In a forked child of the supervisor, before anything else that needs
+ * privilege (async-signal-safe): joins the jail's namespaces. Its
+ * children are then born in the jail. 0, or -1 with errno.
+ */
+int jail_child_enter(const struct jail *j);
+/*
+ * In the jail's child that becomes a worker (async-signal-safe): the
+ * workspace as cwd, the worker's uid and gid (as root), no capabilities,
+ * NO_NEW_PRIVS, the Landlock domain. 0, or -1 with errno.
+ */
+int jail_child_worker(const struct jail *j);
+
+/*
+ * SIGKILLs every process of the jail but its init and `spare` (a pid as
+ * the jail sees it; 0 = none). Returns when the init has done it (bounded
+ * wait), 0, or -1 with errno (the jail is gone or did not answer).
+ */
+int jail_kill(struct jail *j, pid_t spare);
+
+#endif
