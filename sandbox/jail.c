@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "sandbox/contain.h"
 #include "sandbox/landlock.h"
 
@@ -164,15 +165,6 @@ add_tmpfs(struct plan *p, const char *dst, unsigned mode, uint64_t size,
 }
 
 static int
-under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' ||
-	    path[n] == '\0');
-}
-
-static int
 plan_dev(struct plan *p, uint64_t tmp_size)
 {
 	static const char *const nodes[] = { "null", "zero", "full",
@@ -232,11 +224,11 @@ plan_workspace(struct plan *p, const char *ws, int root)
 	int rc = 0;
 
 	/* under /tmp the path is made in the private tmpfs anyway */
-	if (root && !under(ws, "/tmp"))
+	if (root && !path_under(ws, "/tmp"))
 		cover = blocked_ancestor(ws);
 	if (cover != NULL)
 		rc = add_tmpfs(p, cover, 0755, 1u << 20, 0);
-	if (rc == 0 && (cover != NULL || under(ws, "/tmp")))
+	if (rc == 0 && (cover != NULL || path_under(ws, "/tmp")))
 		rc = add(p, OP_MKDIRS, NULL, ws, 0755);
 	free(cover);
 	if (rc < 0)
@@ -267,7 +259,7 @@ plan_pins(struct plan *p, const char *ws, const char *file)
 	size_t i;
 	int rc = 0;
 
-	if (!under(file, ws) || strcmp(file, ws) == 0)
+	if (!path_under(file, ws) || strcmp(file, ws) == 0)
 		return 0;
 	if ((d = strdup(file)) == NULL)
 		return -1;
@@ -290,7 +282,7 @@ plan_readonly(struct plan *p, const char *ws, const char *file)
 {
 	struct op *o;
 
-	if (!under(file, ws) || strcmp(file, ws) == 0)
+	if (!path_under(file, ws) || strcmp(file, ws) == 0)
 		return 0;
 	if (add(p, OP_BIND_RO, NULL, file, 0) < 0)
 		return -1;
@@ -335,7 +327,7 @@ plan_view(struct plan *p, const struct jail_config *c, int root)
 	/* the fresh /proc's own files, not the host's */
 	for (i = 0; i < (size_t)p->n; i++)
 		if (p->op[i].kind == OP_BIND_RO && p->op[i].src != NULL &&
-		    under(p->op[i].src + 8, "/proc")) {
+		    path_under(p->op[i].src + 8, "/proc")) {
 			free(p->op[i].src);
 			if ((p->op[i].src = strdup(p->op[i].dst)) == NULL)
 				return -1;
@@ -866,10 +858,30 @@ describe(struct jail *j)
 		    ",landlock=%d", j->landlock);
 }
 
+/*
+ * Are we the machine's root (uid 0 that is uid 0 of the host, whatever
+ * namespace we are in)? Then the worker must get another uid: even with
+ * no capability, kernel uid 0 owns root's files. A container's root that
+ * is some other uid of the host builds the view as a plain user does.
+ */
+static int
+machine_root(void)
+{
+	unsigned long a = 1, b = 1, n = 0;
+	FILE *f;
+
+	if (geteuid() != 0 || (f = fopen("/proc/self/uid_map", "re")) == NULL)
+		return 0;
+	if (fscanf(f, "%lu %lu %lu", &a, &b, &n) != 3)
+		n = 0;
+	(void)fclose(f);
+	return a == 0 && b == 0 && n > 0;
+}
+
 static int
 setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 {
-	int root = geteuid() == 0, slot;
+	int root = machine_root(), slot;
 
 	j->userns = !root;
 	j->plan->userns = !root;

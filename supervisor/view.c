@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "supervisor/config.h"
 
 static const char *const home_secrets[] = {
@@ -111,15 +112,6 @@ always_masks(struct view *v, const struct config *c)
 }
 
 static int
-under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' ||
-	    path[n] == '\0');
-}
-
-static int
 workspace(struct view *v, const struct config *c, const char *cmd)
 {
 	const char *given = c->workspace != NULL ? c->workspace : ".";
@@ -136,8 +128,8 @@ workspace(struct view *v, const struct config *c, const char *cmd)
 		    cmd, given);
 		return -1;
 	}
-	if (strcmp(buf, "/") == 0 || under(buf, "/proc") ||
-	    under(buf, "/sys") || under(buf, "/dev")) {
+	if (strcmp(buf, "/") == 0 || path_under(buf, "/proc") ||
+	    path_under(buf, "/sys") || path_under(buf, "/dev")) {
 		(void)fprintf(stderr, "%s: workspace '%s' (%s) would open the "
 		    "system to cells; run from a project folder or pass "
 		    "--workspace DIR\n", cmd, given, buf);

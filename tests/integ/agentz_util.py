@@ -3,8 +3,11 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
+import uuid
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("AGENTZ_BUILD", os.path.join(ROOT, "build"))
@@ -52,3 +55,52 @@ def binaries_for_any_user():
         yield os.path.join(d, "agentz")
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def new_marker():
+    """A unique word to find a test's processes by (12 chars: fits in
+    comm)."""
+    return "hz" + uuid.uuid4().hex[:10]
+
+
+def read_proc(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def marked_processes(marker):
+    """Live (non-zombie) host processes whose cmdline, comm or environ
+    holds marker: {pid: (cmdline, state)}."""
+    m = marker.encode()
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        base = "/proc/" + d
+        if m in read_proc(base + "/cmdline") or \
+                m in read_proc(base + "/comm") or \
+                m in read_proc(base + "/environ"):
+            st = read_proc(base + "/stat")
+            state = st.rsplit(b")", 1)[-1].split()[:1]
+            if state and state[0] == b"Z":
+                continue
+            found[int(d)] = (read_proc(base + "/cmdline")[:80], state)
+    return found
+
+
+def kill_marked(marker):
+    """Cleanup when containment failed: SIGKILL what still carries marker
+    (polled: this is cleanup after the assertions, the kernel reaping)."""
+    for _ in range(40):
+        left = marked_processes(marker)
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)

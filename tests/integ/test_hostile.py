@@ -32,7 +32,8 @@ import uuid
 
 import pytest
 
-from agentz_util import AGENTZ, SAN, cells
+from agentz_util import (AGENTZ, SAN, cells, kill_marked, marked_processes,
+                         new_marker)
 
 T = ["--cell-timeout", "1", "--grace", "0.5"]
 OK_CELL = "print('ok')"
@@ -177,54 +178,6 @@ def has_rlimit_data(rec):
     says "rlimit_data=off(asan)")."""
     return re.search(r"\brlimit_data\b(?!=off)",
                      rec["worker"].get("sandbox") or "") is not None
-
-
-def new_marker():
-    return "hz" + uuid.uuid4().hex[:10]       # 12 chars: fits in comm
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def marked_processes(marker):
-    """Live (non-zombie) processes whose cmdline, comm or environ holds
-    marker: {pid: state line}."""
-    m = marker.encode()
-    found = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        base = "/proc/" + d
-        if m in _read(base + "/cmdline") or m in _read(base + "/comm") or \
-                m in _read(base + "/environ"):
-            stat = _read(base + "/stat")
-            state = stat.rsplit(b")", 1)[-1].split()[:1]
-            if state and state[0] == b"Z":
-                continue
-            found[int(d)] = (_read(base + "/cmdline")[:80], state)
-    return found
-
-
-def kill_marked(marker):
-    """Cleanup when containment failed: SIGKILL what still carries marker."""
-    for _ in range(20):
-        left = marked_processes(marker)
-        if not left:
-            return
-        for pid in left:
-            if marker.encode() in _read("/proc/%d/cmdline" % pid) + \
-                    _read("/proc/%d/comm" % pid) + \
-                    _read("/proc/%d/environ" % pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        time.sleep(0.05)
 
 
 # --- deadlines -------------------------------------------------------------

@@ -44,7 +44,8 @@ import uuid
 
 import pytest
 
-from agentz_util import BUILD, SAN, binaries_for_any_user, cells
+from agentz_util import (BUILD, SAN, binaries_for_any_user, cells, kill_marked,
+                         marked_processes, new_marker, read_proc)
 from model_server import ModelServer
 
 IS_ROOT = os.geteuid() == 0
@@ -226,51 +227,6 @@ def assert_same_worker(before, after):
     assert after["worker"]["pid"] == before["worker"]["pid"], \
         (brief(before), brief(after))
     assert after["worker"]["generation"] == before["worker"]["generation"]
-
-
-def new_marker():
-    return "iz" + uuid.uuid4().hex[:10]        # 12 chars: fits in comm
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def marked_processes(marker):
-    """Live (non-zombie) host processes whose cmdline, comm or environ
-    holds marker: {pid: (cmdline, state)}."""
-    m = marker.encode()
-    found = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        base = "/proc/" + d
-        if m in _read(base + "/cmdline") or m in _read(base + "/comm") or \
-                m in _read(base + "/environ"):
-            st = _read(base + "/stat")
-            state = st.rsplit(b")", 1)[-1].split()[:1]
-            if state and state[0] == b"Z":
-                continue
-            found[int(d)] = (_read(base + "/cmdline")[:80], state)
-    return found
-
-
-def kill_marked(marker):
-    """Cleanup when containment failed: SIGKILL what still carries marker."""
-    for _ in range(40):
-        left = marked_processes(marker)
-        if not left:
-            return
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.05)         # cleanup only: the kernel reaping them
 
 
 def wait_unmarked(marker, bound=3.0):
@@ -676,7 +632,7 @@ def test_shadow_and_root_only_files_are_unreadable(ctx):
     d = ctx.visible_dir("agentz-iso-rootonly-", 0o755, owner=Who("root"))
     rootfile = ctx.write(os.path.join(d, "secret"), secret, 0o600,
                          owner=Who("root"))
-    shadow = _read("/etc/shadow")
+    shadow = read_proc("/etc/shadow")
     code = PRELUDE + f'''
 report(shadow=rd('/etc/shadow'), gshadow=rd('/etc/gshadow'),
        rootfile=rd({rootfile!r}), passwd=rd('/etc/passwd')[:5])
@@ -938,8 +894,8 @@ report(core_pattern=write_back('/proc/sys/kernel/core_pattern'),
        overcommit=write_back('/proc/sys/vm/overcommit_memory'),
        sysrq=t(open_only, '/proc/sysrq-trigger'))
 '''
-    before = (_read("/proc/sys/kernel/core_pattern"),
-              _read("/proc/sys/vm/overcommit_memory"))
+    before = (read_proc("/proc/sys/kernel/core_pattern"),
+              read_proc("/proc/sys/vm/overcommit_memory"))
     r = ctx.run([code, OK_CELL])
     a, b = r.recs
     assert a["status"] == "ok", brief(a)
@@ -949,8 +905,8 @@ report(core_pattern=write_back('/proc/sys/kernel/core_pattern'),
         assert_denied(res[k][6:], DENIED, k)
     assert_denied(res["sysrq"], DENIED + ("ENOENT",),
                   "open /proc/sysrq-trigger")
-    assert (_read("/proc/sys/kernel/core_pattern"),
-            _read("/proc/sys/vm/overcommit_memory")) == before
+    assert (read_proc("/proc/sys/kernel/core_pattern"),
+            read_proc("/proc/sys/vm/overcommit_memory")) == before
     assert_ok(b)
 
 
@@ -1020,7 +976,7 @@ def _thaw_and_remove(group):
         pass
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        pids = _read(group + "/cgroup.procs").split()
+        pids = read_proc(group + "/cgroup.procs").split()
         if not pids:
             break
         for pid in pids:
@@ -1039,7 +995,7 @@ def test_a_frozen_freezer_group_cannot_delay_the_kill(ctx):
     # The attack of the issue: a freezer group holding the worker, frozen,
     # so the SIGKILL never lands. Only the worker itself is ever moved.
     where = os.path.join(ctx.ws, "freezer-path")
-    ctx.cleanups.append(lambda: _thaw_and_remove(_read(where).decode()))
+    ctx.cleanups.append(lambda: _thaw_and_remove(read_proc(where).decode()))
     code = PRELUDE + f'''
 import signal, time
 base = None
@@ -1657,3 +1613,53 @@ def test_isolation_off_reports_none_and_shows_the_host(ctx):
     assert a["worker"]["isolation"].startswith("none"), brief(a)
     assert_ok(a, "True\n")           # no view: the host's /tmp is there
     assert_ok(b)
+
+
+# --- degrading honestly ------------------------------------------------------
+
+def _unshared(args, cwd, code="print('ok')\n", map_root=False):
+    """agentz exec inside a user namespace made by unshare(1): without a
+    mapping our ids are unmapped there, so no further user namespace can
+    be made (as where user namespaces are disabled); with map_root, uid 0
+    inside is the host's root."""
+    cmd = ["unshare", "--user"] + (["--map-root-user"] if map_root else []) \
+        + [os.path.join(BUILD, "agentz"), "exec", "--json"] + args + ["-"]
+    return subprocess.run(cmd, input=code, cwd=cwd, capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_required_refuses_and_names_what_is_missing(tmp_path):
+    p = _unshared(["--isolation", "required"], tmp_path)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    assert p.stdout == ""                       # no cell ran
+    assert "isolation required but unavailable" in p.stderr, p.stderr
+    assert "namespaces" in p.stderr and "Operation not permitted" in \
+        p.stderr, p.stderr
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_best_effort_runs_says_why_and_still_denies_sysv(tmp_path):
+    code = ("import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "r = libc.shmget(0, 4096, 0o1600)\n"     # IPC_PRIVATE|IPC_CREAT
+            "print(r, os.strerror(ctypes.get_errno()))\n")
+    p = _unshared(["--isolation", "best-effort"], tmp_path, code)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["worker"]["isolation"].startswith("none (cannot make the "
+                                                 "worker's namespaces"), rec
+    assert "isolation incomplete" in p.stderr, p.stderr
+    # the host's IPC namespace: SysV is refused by the seccomp profile
+    assert "no-sysv" in rec["worker"]["sandbox"], rec["worker"]
+    assert rec["output"] == "-1 Operation not permitted\n", rec["output"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare(1)")
+def test_root_of_a_user_namespace_is_still_the_hosts_root(tmp_path):
+    # uid 0 mapped to the host's uid 0: the worker must not keep it, and
+    # no other uid can be mapped from there, so required refuses.
+    p = _unshared(["--isolation", "required"], tmp_path, map_root=True)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    assert "id mapping" in p.stderr, p.stderr
