@@ -636,9 +636,10 @@ init_main(const struct plan *p, int cmd)
 	int i;
 
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* our /proc/self files are root's while non-dumpable: the maps are
-	 * written first, before anything else is in the namespace */
-	(void)prctl(PR_SET_DUMPABLE, p->userns ? 1 : 0);
+	/* Dumpable until the supervisor has opened our namespaces (it needs
+	 * no CAP_SYS_PTRACE for that then, and a plain user's maps are
+	 * ours to write): nothing else is in the namespace before "go". */
+	(void)prctl(PR_SET_DUMPABLE, 1);
 	(void)sigemptyset(&set);
 	(void)sigaddset(&set, SIGCHLD);
 	(void)sigprocmask(SIG_SETMASK, &set, NULL);
@@ -706,41 +707,56 @@ take_slot(int *fd_out)
 
 /* A user namespace mapping our (the invoking user's) ids to the worker's:
  * through an id-mapped bind, the worker's files land as ours. */
+/* The helper of idmap_userns: a user namespace held open while the
+ * parent maps it; it says when it may be opened, and waits for EOF. */
+static _Noreturn void
+idmap_holder(int fd)
+{
+	char c;
+
+	/* ours to open without CAP_SYS_PTRACE, for the moment */
+	(void)prctl(PR_SET_DUMPABLE, 1);
+	if (write(fd, "r", 1) == 1)
+		(void)!read(fd, &c, 1);
+	_exit(0);
+}
+
+static int
+map_ids(pid_t pid, const char *file, unsigned inside, unsigned outside)
+{
+	char path[64], line[64];
+
+	(void)snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid, file);
+	(void)snprintf(line, sizeof line, "%u %u 1", inside, outside);
+	return write_str(path, line);
+}
+
+/* A user namespace mapping our (the invoking user's) ids to the worker's:
+ * through an id-mapped bind, the worker's files land as ours. */
 static int
 idmap_userns(uid_t ours, gid_t ourg, uid_t theirs, gid_t theirg)
 {
-	char path[64], line[64];
-	int p[2], fd = -1;
+	char path[64], c;
+	int sv[2], fd = -1;
 	pid_t pid;
-	char c;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
 	    NULL, NULL);
 	if (pid == 0) {
-		(void)close(p[1]);
-		(void)!read(p[0], &c, 1);
-		_exit(0);
+		(void)close(sv[0]);
+		idmap_holder(sv[1]);
 	}
-	(void)close(p[0]);
-	if (pid > 0) {
-		(void)snprintf(path, sizeof path, "/proc/%ld/uid_map",
+	(void)close(sv[1]);
+	if (pid > 0 && read(sv[0], &c, 1) == 1 &&
+	    map_ids(pid, "uid_map", ours, theirs) == 0 &&
+	    map_ids(pid, "gid_map", ourg, theirg) == 0) {
+		(void)snprintf(path, sizeof path, "/proc/%ld/ns/user",
 		    (long)pid);
-		(void)snprintf(line, sizeof line, "%u %u 1", ours, theirs);
-		if (write_str(path, line) == 0) {
-			(void)snprintf(path, sizeof path, "/proc/%ld/gid_map",
-			    (long)pid);
-			(void)snprintf(line, sizeof line, "%u %u 1", ourg,
-			    theirg);
-			if (write_str(path, line) == 0) {
-				(void)snprintf(path, sizeof path,
-				    "/proc/%ld/ns/user", (long)pid);
-				fd = open(path, O_RDONLY | O_CLOEXEC);
-			}
-		}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
-	(void)close(p[1]);
+	(void)close(sv[0]);
 	if (pid > 0)
 		(void)waitpid(pid, NULL, 0);
 	return fd;
@@ -960,13 +976,17 @@ jail_new(const struct jail_config *c, char *err, size_t errlen)
 	for (i = 0; i < 5; i++)
 		j->ns[i] = -1;
 	err[0] = '\0';
+	if (c->workspace != NULL &&
+	    (j->workspace = strdup(c->workspace)) == NULL) {
+		jail_free(j);
+		return NULL;
+	}
 	if (c->mode == JAIL_OFF) {
 		(void)snprintf(j->desc, sizeof j->desc, "none (--isolation "
 		    "off)");
 		return j;
 	}
-	if ((j->workspace = strdup(c->workspace)) == NULL ||
-	    (j->plan = calloc(1, sizeof *j->plan)) == NULL) {
+	if ((j->plan = calloc(1, sizeof *j->plan)) == NULL) {
 		jail_free(j);
 		return NULL;
 	}

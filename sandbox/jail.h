@@ -56,6 +56,7 @@ int jail_active(const struct jail *j);
 /* What is active, e.g. "mountns,pidns,ipcns,utsns,view,uid=1900000000,
  * idmap,landlock=7", or "none (why)". */
 const char *jail_describe(const struct jail *j);
+/* The workspace (also without a view: the worker's cwd), or NULL. */
 const char *jail_workspace(const struct jail *j);
 /* The init's pid (ours, a child of the supervisor), 0 when inactive. */
 pid_t jail_init_pid(const struct jail *j);

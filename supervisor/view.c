@@ -157,8 +157,17 @@ view_init(struct view *v, const struct config *c, const char *wpath,
 {
 	memset(v, 0, sizeof *v);
 	v->jc.mode = mode_of(c);
-	if (v->jc.mode == JAIL_OFF)
+	if (v->jc.mode == JAIL_OFF) {
+		/* no view, but --workspace is still the worker's cwd */
+		if (c->workspace != NULL &&
+		    (v->workspace = realpath(c->workspace, NULL)) == NULL) {
+			(void)fprintf(stderr, "%s: workspace '%s': %s\n", cmd,
+			    c->workspace, strerror(errno));
+			return -1;
+		}
+		v->jc.workspace = v->workspace;
 		return 0;
+	}
 	if (workspace(v, c, cmd) < 0)
 		return -1;
 	if (always_masks(v, c) < 0 ||

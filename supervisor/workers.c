@@ -183,6 +183,7 @@ struct spawn_args {
 	const char *path;
 	int exe;		/* -1: exec path instead */
 	const struct jail *jail;	/* NULL: no jail */
+	const char *cwd;		/* without a jail: the workspace */
 };
 
 /* Where the executable's descriptor sits in the child. */
@@ -313,6 +314,8 @@ child(const struct spawn_args *a)
 	 * is born there and takes its own identity */
 	if (a->jail != NULL && jail_child_enter(a->jail) < 0)
 		_exit(WEXIT_EXEC);
+	if (a->cwd != NULL && chdir(a->cwd) < 0)
+		_exit(WEXIT_EXEC);
 	if (in_ns && (status_fd = fcntl(a->fds[5], F_DUPFD_CLOEXEC,
 	    WORKER_DUMP_FD + 1)) < 0)
 		_exit(WEXIT_EXEC);
@@ -401,6 +404,7 @@ fork_child(struct worker *w, const int *theirs)
 	a.path = w->cfg.path;
 	a.exe = w->exe;
 	a.jail = jail_active(w->cfg.jail) ? w->cfg.jail : NULL;
+	a.cwd = a.jail == NULL ? jail_workspace(w->cfg.jail) : NULL;
 	w->spawned_us = loop_now_us();
 	w->pid = clone_child(w);
 	if (w->pid < 0)

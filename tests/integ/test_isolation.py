@@ -1663,3 +1663,16 @@ def test_root_of_a_user_namespace_is_still_the_hosts_root(tmp_path):
     p = _unshared(["--isolation", "required"], tmp_path, map_root=True)
     assert p.returncode == 3, (p.returncode, p.stderr)
     assert "id mapping" in p.stderr, p.stderr
+
+
+def test_workspace_is_the_cwd_also_without_a_view(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    p = subprocess.run([os.path.join(BUILD, "agentz"), "exec", "--json",
+                        "--isolation", "off", "--workspace", str(ws), "-"],
+                       input="import os\nprint(os.getcwd())\n", cwd="/",
+                       capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["output"] == "%s\n" % ws, rec
+    assert rec["worker"]["isolation"] == "none (--isolation off)"
