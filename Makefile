@@ -150,6 +150,7 @@ bench: all
 	scripts/install-deps bench
 	$(PY) bench/run.py $(O)
 	$(PY) bench/model_overhead.py $(O)
+	$(PY) bench/isolation.py $(O)
 
 FUZZ_BIN := build-fuzz/fuzz_proto
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h

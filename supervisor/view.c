@@ -66,8 +66,10 @@ default_masks(struct view *v)
 	DIR *d;
 	int rc = 0;
 
-	if ((home != NULL && home[0] == '/' && home_masks(v, home) < 0) ||
-	    home_masks(v, "/root") < 0)
+	if (home != NULL && home[0] == '/' && strcmp(home, "/root") != 0 &&
+	    home_masks(v, home) < 0)
+		return -1;
+	if (home_masks(v, "/root") < 0)
 		return -1;
 	if ((d = opendir("/home")) == NULL)
 		return 0;
