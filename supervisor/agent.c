@@ -7,6 +7,14 @@
  * a repair cell the supervisor asks the model for; three consecutive
  * failures end the run (exit 1), quit() ends it normally (exit 0), a
  * KeyboardInterrupt/SystemExit from cell code or Ctrl-C ends it with 130.
+ *
+ * With a journal, every decision survives a restart: --resume rebuilds the
+ * history and the budgets (cells, tokens, the deadline from the run's
+ * first start, repeated and consecutive failures, restarts), and a stop
+ * decided while resuming ends the process like any other. A cell cut off
+ * by a supervisor restart is not the model's failure: it neither counts
+ * toward nor resets the consecutive failures (--max-restarts bounds crash
+ * loops instead).
  */
 #include "supervisor/agent.h"
 
@@ -65,7 +73,20 @@ struct agent {
 	struct journal *journal;	/* NULL: not journaled */
 	json_t *records;		/* the journal read back (--resume) */
 	char *stop_reason;
+	int stopping;			/* a stop was decided: stop_rc */
+	int stop_rc;
+	int journal_broken;		/* a write failed: EXIT_JOURNAL */
+	int journal_ended;		/* the stop record is written */
 	json_t *signatures;		/* failure signature -> times seen */
+	unsigned worst_repeat;		/* most times one signature was seen */
+	/* tokens: the journal's (earlier starts), estimates of calls that
+	 * reported no usage, what the model counted at its end, the last
+	 * total journaled */
+	long long tokens_base, tokens_est, tokens_final, tokens_journaled;
+	double run_started;		/* wall clock of the run's first start */
+	char *restart_note;		/* for the next model request (resume) */
+	long long recovery_tokens_at;	/* the repair request's count_call */
+	size_t recovery_bytes, recovery_streamed;
 };
 
 /* A call_me from the worker, waiting for its model call. */
@@ -73,6 +94,8 @@ struct pending {
 	struct agent *a;
 	uint64_t req;		/* the worker's request id */
 	unsigned gen;		/* worker generation that asked */
+	long long tokens_at;	/* the model's count when it was sent */
+	size_t sent, streamed;	/* bytes, for the estimate of a cut call */
 };
 
 static void run_cell(struct agent *a, const char *code, size_t len,
@@ -81,6 +104,11 @@ static void start_recovery(struct agent *a);
 
 static int record(struct agent *a, const char *type, json_t *rec);
 
+/*
+ * Every stop goes through here, also those decided before the loop runs
+ * (while resuming): agent_run then does not enter the loop. A broken
+ * journal wins over any later decision.
+ */
 static void
 stop(struct agent *a, int rc, const char *why)
 {
@@ -88,7 +116,19 @@ stop(struct agent *a, int rc, const char *why)
 		log_warnx("%s", why);
 	if (a->stop_reason == NULL && why != NULL)
 		a->stop_reason = strdup(why);
+	if (a->journal_broken)
+		rc = EXIT_JOURNAL;
+	a->stopping = 1;
+	a->stop_rc = rc;
 	loop_stop(a->loop, rc);
+}
+
+/* Tokens of the whole run, across restarts. */
+static long long
+agent_tokens(const struct agent *a)
+{
+	return a->tokens_base + a->tokens_est + (a->model != NULL ?
+	    model_total_tokens(a->model) : a->tokens_final);
 }
 
 /*
@@ -98,12 +138,17 @@ stop(struct agent *a, int rc, const char *why)
 static int
 record(struct agent *a, const char *type, json_t *rec)
 {
+	char why[512];
 	int rc = 0;
 
-	if (a->journal != NULL && rec != NULL &&
-	    (rc = journal_append(a->journal, type, rec)) < 0) {
-		log_warn("cannot write the journal %s", a->cfg.journal);
-		loop_stop(a->loop, EXIT_FAILED);
+	if (a->journal != NULL && rec != NULL && !a->journal_ended &&
+	    (rc = journal_append(a->journal, type, rec)) < 0 &&
+	    !a->journal_broken) {
+		(void)snprintf(why, sizeof why, "stopping: cannot write the "
+		    "journal %s (%s): the %s step is not recorded, so it must "
+		    "not happen", a->cfg.journal, strerror(errno), type);
+		a->journal_broken = 1;
+		stop(a, EXIT_JOURNAL, why);
 	}
 	json_decref(rec);
 	return rc;
@@ -154,9 +199,10 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	a->succ_for = cell;
 	a->has_succ = 1;
 	/* keyed by the cell it follows: a repair cell by the failed one */
-	(void)record(a, "successor", json_pack("{s:i, s:s%, s:s}", "cell",
-	    (int)(for_recovery && a->failed != NULL ? a->failed->n : cell),
-	    "code", code, len, "summary", summary));
+	(void)record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
+	    "cell", (int)(for_recovery && a->failed != NULL ? a->failed->n :
+	    cell), "code", code, len, "summary", summary, "repair",
+	    for_recovery));
 	return SUBMIT_OK;
 }
 
@@ -201,6 +247,56 @@ reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
 	json_decref(o);
 }
 
+/*
+ * A model call ended: count it, and journal the run's tokens. A call that
+ * failed or was cut reports no usage, yet was paid for: its estimate
+ * (about 4 bytes a token, sent and streamed) counts instead.
+ */
+static void
+count_call(struct agent *a, const char *type, long long tokens_at,
+    size_t bytes)
+{
+	long long total;
+
+	if (type != NULL && a->model != NULL &&
+	    model_total_tokens(a->model) == tokens_at)
+		a->tokens_est += (long long)(bytes + 3) / 4;
+	total = agent_tokens(a);
+	tui_set_total(total);
+	if (total != a->tokens_journaled) {
+		a->tokens_journaled = total;
+		(void)record(a, "usage", json_pack("{s:I, s:I}", "tokens",
+		    (json_int_t)total, "estimated", (json_int_t)a->tokens_est));
+	}
+}
+
+/*
+ * The first model request after a resume carries the supervisor's note
+ * (what happened to the cell that was running) ahead of its input.
+ */
+static void
+add_restart_note(struct agent *a, json_t *params, const char *sep)
+{
+	json_t *in = json_object_get(params, "input"), *msg;
+	char *text;
+
+	if (a->restart_note == NULL || !json_is_object(params))
+		return;
+	if (json_is_string(in) && asprintf(&text, "%s%s%s",
+	    a->restart_note, sep, json_string_value(in)) >= 0) {
+		(void)json_object_set_new(params, "input", json_string(text));
+		free(text);
+	} else if (json_is_array(in)) {
+		msg = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
+		    "developer", "content", a->restart_note);
+		(void)json_array_insert_new(in, 0, msg);
+	} else {
+		return;		/* model_call says what is wrong with it */
+	}
+	free(a->restart_note);
+	a->restart_note = NULL;
+}
+
 static void
 call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 {
@@ -209,7 +305,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	char *s, *clean;
 	size_t n;
 
-	tui_set_total(model_total_tokens(a->model));
+	count_call(a, type, p->tokens_at, p->sent + p->streamed);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
 	} else if (same_worker(p)) {
@@ -233,7 +329,10 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 static void
 call_progress(void *ctx, size_t delta_bytes)
 {
-	(void)ctx;
+	struct pending *p = ctx;
+
+	if (delta_bytes > p->streamed)
+		p->streamed = delta_bytes;
 	tui_set_streaming(delta_bytes);
 }
 
@@ -263,6 +362,9 @@ a_request(void *ctx, struct cell *c, const struct msg_request *q)
 	p->a = a;
 	p->req = q->id;
 	p->gen = worker_generation(runner_worker(a->runner));
+	p->tokens_at = model_total_tokens(a->model);
+	p->sent = q->body.len;
+	add_restart_note(a, json_object_get(body, "params"), "\n\n");
 	b = binding(a, c->n);
 	(void)model_call(a->model, json_object_get(body, "params"),
 	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p);
@@ -308,7 +410,7 @@ show_result(const struct agent *a, const struct cell *c)
 	    "tokens so far)\n", c->n, cells_status_name(c->status),
 	    kind != NULL ? " " : "", kind != NULL ? kind : "",
 	    c->detail != NULL ? ": " : "", c->detail != NULL ? c->detail : "",
-	    (double)c->duration_us / 1e6, model_total_tokens(a->model));
+	    (double)c->duration_us / 1e6, agent_tokens(a));
 }
 
 /* --- the loop ------------------------------------------------------------- */
@@ -384,6 +486,24 @@ failure_signature(const struct cell *c)
 	return sig;
 }
 
+/*
+ * Counts c's failure signature (a restart is not the code's failure);
+ * returns how many times it was seen, 0 for a cell that did not fail.
+ */
+static json_int_t
+count_failure(struct agent *a, const struct cell *c, const char *sig)
+{
+	json_int_t seen;
+
+	if (c->status != CELL_ERROR || c->kind == KIND_RESTART)
+		return 0;
+	seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
+	(void)json_object_set_new(a->signatures, sig, json_integer(seen));
+	if (seen > (json_int_t)a->worst_repeat)
+		a->worst_repeat = (unsigned)seen;
+	return seen;
+}
+
 /* Stops the run (1) when a budget is spent after cell c. */
 static int
 over_budget(struct agent *a, const struct cell *c)
@@ -396,15 +516,13 @@ over_budget(struct agent *a, const struct cell *c)
 	    a->cfg.max_cells)
 		(void)snprintf(why, sizeof why, "stopping: the budget of %u "
 		    "cells is spent", a->cfg.max_cells);
-	else if (a->cfg.max_tokens > 0 && model_total_tokens(a->model) >=
+	else if (a->cfg.max_tokens > 0 && agent_tokens(a) >=
 	    a->cfg.max_tokens)
 		(void)snprintf(why, sizeof why, "stopping: %lld tokens used, the "
-		    "budget is %lld", model_total_tokens(a->model),
-		    a->cfg.max_tokens);
-	if (why[0] == '\0' && c != NULL && c->status == CELL_ERROR &&
-	    a->cfg.max_same_failure > 0 && (sig = failure_signature(c))) {
-		seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
-		(void)json_object_set_new(a->signatures, sig, json_integer(seen));
+		    "budget is %lld", agent_tokens(a), a->cfg.max_tokens);
+	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
+	    (sig = failure_signature(c)) != NULL) {
+		seen = count_failure(a, c, sig);
 		if (seen >= (json_int_t)a->cfg.max_same_failure)
 			(void)snprintf(why, sizeof why, "stopping: the same failure "
 			    "happened %lld times (%s)", (long long)seen, sig);
@@ -461,7 +579,8 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 
 	(void)resp;
 	a->recovering = 0;
-	tui_set_total(model_total_tokens(a->model));
+	count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
+	    a->recovery_streamed);
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
 	if (over_budget(a, NULL))
@@ -475,8 +594,18 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 	failed(a, a->failed);
 }
 
+static void
+recovery_progress(void *ctx, size_t delta_bytes)
+{
+	struct agent *a = ctx;
+
+	if (delta_bytes > a->recovery_streamed)
+		a->recovery_streamed = delta_bytes;
+	tui_set_streaming(delta_bytes);
+}
+
 static const struct model_call_ops recovery_ops = {
-	NULL, call_progress, recovery_done
+	NULL, recovery_progress, recovery_done
 };
 
 static void
@@ -499,8 +628,14 @@ start_recovery(struct agent *a)
 	}
 	params = json_pack("{s:s+}", "input", RECOVERY_PREFIX, clean);
 	free(clean);
+	/* on the first line: the failed cell's record stays the rest */
+	add_restart_note(a, params, " ");
 	clear_successor(a);
 	a->recovering = 1;
+	a->recovery_tokens_at = model_total_tokens(a->model);
+	a->recovery_bytes = strlen(json_string_value(json_object_get(params,
+	    "input")));
+	a->recovery_streamed = 0;
 	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
 	b = binding(a, a->recovery_for);
 	(void)model_call(a->model, params, 0, &b, &recovery_ops, a);
@@ -613,6 +748,23 @@ static const struct runner_ops agent_runner_ops = {
 	a_output, a_finished, a_request, a_fatal
 };
 
+/* A model call waits out an outage (model.h; model.c logs each wait). */
+static void
+on_outage(void *ctx, const struct model_outage *o)
+{
+	struct agent *a = ctx;
+
+	if (o->over != 0) {
+		notify_status("%s", o->over > 0 ? "the model answers again" :
+		    "stopped waiting for the model");
+		return;
+	}
+	notify_status("waiting for the model: %s; next try in %.0f s",
+	    o->reason, o->next_try_in);
+	(void)record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
+	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));
+}
+
 static int
 setup_model(struct agent *a)
 {
@@ -639,33 +791,58 @@ setup_model(struct agent *a)
 	mc.max_retries = a->cfg.max_retries > 0 ? a->cfg.max_retries :
 	    HTTP_RETRIES_NONE;
 	mc.max_rounds = 64;
+	mc.outage_patience_ms = a->cfg.outage_patience > 0 ?
+	    (long)(a->cfg.outage_patience * 1000.0) : -1;
 	if (a->instructions == NULL || a->host == NULL)
 		return -1;
 	a->model = model_new(a->loop, &mc, a->host, a->red);
-	return a->model != NULL ? 0 : -1;
+	if (a->model == NULL)
+		return -1;
+	model_set_outage_observer(a->model, on_outage, a);
+	return 0;
 }
 
 /* --- the journal and resuming --------------------------------------------- */
 
 static json_t *
-find_run(const json_t *records)
+find_type(const json_t *records, const char *type, int last)
 {
+	json_t *r, *found = NULL;
 	size_t i;
-	json_t *r;
 
 	json_array_foreach(records, i, r) {
 		const char *t = json_string_value(json_object_get(r, "type"));
 
-		if (t != NULL && strcmp(t, "run") == 0)
-			return r;
+		if (t != NULL && strcmp(t, type) == 0) {
+			found = r;
+			if (!last)
+				break;
+		}
 	}
-	return NULL;
+	return found;
 }
 
-/* Reads the journal back (--resume); the task comes from it. */
+static size_t
+count_type(const json_t *records, const char *type)
+{
+	const json_t *r;
+	size_t i, n = 0;
+
+	json_array_foreach(records, i, r)
+		n += strcmp(json_string_value(json_object_get(r, "type")),
+		    type) == 0;
+	return n;
+}
+
+/*
+ * Reads the journal back (--resume); the task, the run's first start and
+ * the tokens spent so far come from it. 1 when it holds no record at all
+ * (a torn first line was cut): a new run.
+ */
 static int
 load_journal(struct agent *a)
 {
+	const json_t *run, *usage;
 	const char *task;
 	char *err = NULL;
 
@@ -675,8 +852,10 @@ load_journal(struct agent *a)
 		free(err);
 		return -1;
 	}
-	task = json_string_value(json_object_get(find_run(a->records),
-	    "task"));
+	if (json_array_size(a->records) == 0 && a->task != NULL)
+		return 1;
+	run = find_type(a->records, "run", 0);
+	task = json_string_value(json_object_get(run, "task"));
 	if (task == NULL) {
 		log_warnx("--resume: %s holds no run record", a->cfg.journal);
 		return -1;
@@ -687,6 +866,54 @@ load_journal(struct agent *a)
 		return -1;
 	}
 	a->task = task;
+	a->run_started = json_number_value(json_object_get(run, "at"));
+	usage = find_type(a->records, "usage", 1);
+	a->tokens_base = json_integer_value(json_object_get(usage, "tokens"));
+	a->tokens_journaled = a->tokens_base;
+	return 0;
+}
+
+/* The exit codes a run ends with by its own decision (README). */
+static int
+finished_code(json_int_t rc)
+{
+	return rc == EXIT_OK || rc == EXIT_FAILED || rc == EXIT_BUDGET;
+}
+
+/*
+ * 1 when the journaled run must not go on (a->stopping says with which
+ * code): it ended already (its last record is a stop with a finished
+ * code), or it was resumed --max-restarts times (a crash loop).
+ */
+static int
+refuse_resume(struct agent *a)
+{
+	const json_t *last = json_array_get(a->records,
+	    json_array_size(a->records) - 1);
+	const char *reason;
+	size_t restarts = count_type(a->records, "resume");
+	json_int_t rc;
+	char why[256];
+
+	rc = json_integer_value(json_object_get(last, "exit"));
+	if (strcmp(json_string_value(json_object_get(last, "type")),
+	    "stop") == 0 && finished_code(rc)) {
+		reason = json_string_value(json_object_get(last, "reason"));
+		log_warnx("--resume: the run in %s has already ended (exit %d: "
+		    "%s); nothing to resume", a->cfg.journal, (int)rc,
+		    reason != NULL ? reason : rc == EXIT_OK ? "quit()" : "?");
+		a->stopping = 1;
+		a->stop_rc = (int)rc;
+		a->journal_ended = 1;	/* it has its stop record */
+		return 1;
+	}
+	if (a->cfg.max_restarts > 0 && restarts >= a->cfg.max_restarts) {
+		(void)snprintf(why, sizeof why, "stopping: the run was already "
+		    "resumed %zu times (--max-restarts %u): the supervisor is in "
+		    "a crash loop", restarts, a->cfg.max_restarts);
+		stop(a, EXIT_BUDGET, why);
+		return 1;
+	}
 	return 0;
 }
 
@@ -694,7 +921,10 @@ static int
 open_journal(struct agent *a)
 {
 	struct stat st;
+	char *err = NULL;
+	int rc = 0;
 
+	a->run_started = loop_wall();
 	if (a->cfg.journal == NULL)
 		return 0;
 	/* nothing to resume yet: a new run (how a unit starts the first time) */
@@ -706,18 +936,24 @@ open_journal(struct agent *a)
 		}
 		a->cfg.resume = 0;
 	}
-	if (a->cfg.resume && load_journal(a) < 0)
-		return -1;
 	if (!a->cfg.resume && stat(a->cfg.journal, &st) == 0 && st.st_size > 0) {
 		log_warnx("the journal %s already holds a run: continue it with "
 		    "--resume, or give another --journal", a->cfg.journal);
 		return -1;
 	}
-	a->journal = journal_open(a->cfg.journal, a->red);
+	/* locked (and its torn tail cut) before it is read */
+	a->journal = journal_open(a->cfg.journal, a->red, &err);
 	if (a->journal == NULL) {
-		log_warn("cannot open the journal %s", a->cfg.journal);
+		log_warnx("%s", err != NULL ? err : "out of memory");
+		free(err);
 		return -1;
 	}
+	if (a->cfg.resume && (rc = load_journal(a)) < 0)
+		return -1;
+	if (rc > 0)
+		a->cfg.resume = 0;
+	if (a->cfg.resume && refuse_resume(a))
+		return 0;
 	return record(a, a->cfg.resume ? "resume" : "run", json_pack(
 	    "{s:s, s:s, s:f}", "task", a->task, "model", a->cfg.model, "at",
 	    loop_wall()));
@@ -743,14 +979,17 @@ by_cell(const json_t *records, const char *type)
 	return o;
 }
 
-/* Rebuilds the history; returns the last cell, or NULL when none ran. */
+/*
+ * Rebuilds the history, the consecutive failures and the failure
+ * signatures; returns the last cell, or NULL when none ran.
+ */
 static struct cell *
 restore_cells(struct agent *a)
 {
 	json_t *in = by_cell(a->records, "input");
 	json_t *out = by_cell(a->records, "output");
 	struct cell *c = NULL;
-	char key[24];
+	char key[24], *sig;
 	size_t n;
 
 	for (n = 0;; n++) {
@@ -764,47 +1003,139 @@ restore_cells(struct agent *a)
 		if (o == NULL)	/* it was running when we went down */
 			(void)record(a, "output", cell_record(c,
 			    cells_outputs_json));
+		if (c->kind == KIND_RESTART)
+			continue;	/* not the code's doing: counts neither way */
 		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
+		if ((sig = failure_signature(c)) != NULL)
+			(void)count_failure(a, c, sig);
+		free(sig);
 	}
 	json_decref(in);
 	json_decref(out);
 	return runner_last(a->runner);
 }
 
-/* Continues a journaled run. 1 when there is nothing left to do. */
+/* Stops (1) a resumed run whose budget was spent before the restart. */
+static int
+resume_over_budget(struct agent *a)
+{
+	char why[192];
+	double ran = loop_wall() - a->run_started;
+
+	if (over_budget(a, NULL))
+		return 1;
+	if (a->cfg.max_same_failure > 0 &&
+	    a->worst_repeat >= a->cfg.max_same_failure)
+		(void)snprintf(why, sizeof why, "stopping: the same failure "
+		    "happened %u times", a->worst_repeat);
+	else if (a->cfg.deadline > 0 && ran >= a->cfg.deadline)
+		(void)snprintf(why, sizeof why, "stopping: the run deadline of "
+		    "%.0f s was reached (the run started %.0f s ago)",
+		    a->cfg.deadline, ran);
+	else
+		return 0;
+	stop(a, EXIT_BUDGET, why);
+	return 1;
+}
+
+/* What the model is told first after a restart. */
+static void
+set_restart_note(struct agent *a, const struct cell *last)
+{
+	int rc;
+
+	if (last->kind == KIND_RESTART)
+		rc = asprintf(&a->restart_note, "[agentz] The supervisor was "
+		    "restarted while cell %u (%s) was running. That cell did not "
+		    "finish: its worker and Python namespace are gone, and its "
+		    "side effects may be partial (files half-written, commands "
+		    "half-done). Check them before relying on them.", last->n,
+		    last->summary != NULL ? last->summary : "no summary");
+	else
+		rc = asprintf(&a->restart_note, "[agentz] The supervisor was "
+		    "restarted after cell %u ended; no cell was interrupted, but "
+		    "the Python namespace is new (earlier variables are gone).",
+		    last->n);
+	if (rc < 0)
+		a->restart_note = NULL;
+}
+
+/*
+ * Goes on after the last cell: its successor as the model's cell (also
+ * when the restart cut the cell off after it registered one), a repair
+ * cell already given, or a new repair request.
+ */
+static void
+continue_from(struct agent *a, struct cell *last, const json_t *s)
+{
+	const json_t *code = json_object_get(s, "code");
+	const json_t *repair = json_object_get(s, "repair");
+	int code_failed = last->status != CELL_OK && last->kind != KIND_RESTART;
+	char why[128];
+
+	if (s != NULL && !code_failed && !json_is_true(repair)) {
+		run_cell(a, json_string_value(code), json_string_length(code),
+		    json_string_value(json_object_get(s, "summary")),
+		    (int64_t)last->n);
+	} else if (s != NULL && code_failed && !json_is_false(repair)) {
+		run_cell(a, json_string_value(code), json_string_length(code),
+		    RECOVERY_SUMMARY, -1);
+	} else if (a->failures >= MAX_FAILURES) {
+		(void)snprintf(why, sizeof why, "stopping: %u consecutive failed "
+		    "cells (the last is cell %u)", a->failures, last->n);
+		stop(a, EXIT_FAILED, why);
+	} else {
+		a->failed = last;	/* already counted by restore_cells */
+		start_recovery(a);
+	}
+}
+
+/* Continues a journaled run. -1 when no cell ran yet: start with cell 0. */
 static int
 resume(struct agent *a)
 {
 	json_t *succ = by_cell(a->records, "successor");
 	struct cell *last = restore_cells(a);
-	const json_t *s = NULL;
 	char key[24];
 
-	if (last != NULL) {
-		(void)snprintf(key, sizeof key, "%u", last->n);
-		s = json_object_get(succ, key);
-	}
-	log_info("resuming: %zu cells in %s", runner_cells(a->runner)->n,
-	    a->cfg.journal);
+	log_info("resuming: %zu cells in %s (restart %zu)",
+	    runner_cells(a->runner)->n, a->cfg.journal,
+	    count_type(a->records, "resume") + 1);
 	if (last != NULL && last->status == CELL_EXITED) {
 		log_info("the run had already ended with quit()");
-		json_decref(succ);
-		return 1;
-	}
-	if (last != NULL && s != NULL) {	/* its successor was given */
-		int ok = last->status == CELL_OK;
-
-		run_cell(a, json_string_value(json_object_get(s, "code")),
-		    json_string_length(json_object_get(s, "code")), ok ?
-		    json_string_value(json_object_get(s, "summary")) :
-		    RECOVERY_SUMMARY, ok ? (int64_t)last->n : -1);
-	} else if (last != NULL) {
-		if (a->failures > 0)
-			a->failures--;	/* failed() counts this one again */
-		failed(a, last);
+		stop(a, EXIT_OK, NULL);
+	} else if (!resume_over_budget(a) && last != NULL) {
+		(void)snprintf(key, sizeof key, "%u", last->n);
+		set_restart_note(a, last);
+		continue_from(a, last, json_object_get(succ, key));
 	}
 	json_decref(succ);
 	return last == NULL ? -1 : 0;
+}
+
+/* Writes the stop record (once); the exit status. */
+static int
+end_run(struct agent *a, int rc)
+{
+	if (a->journal_broken)
+		rc = EXIT_JOURNAL;
+	if (!a->journal_ended && a->journal != NULL &&
+	    record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
+	    "reason", a->stop_reason, "at", loop_wall())) < 0)
+		rc = EXIT_JOURNAL;
+	a->journal_ended = 1;
+	return rc;
+}
+
+static void
+start_deadline(struct agent *a)
+{
+	double left = a->cfg.deadline - (loop_wall() - a->run_started);
+
+	/* a resumed run past it is stopped by resume_over_budget */
+	if (a->cfg.deadline > 0 && left > 0)
+		(void)loop_timer(a->loop, (uint64_t)(left * 1000.0),
+		    on_run_deadline, a);
 }
 
 static int
@@ -820,13 +1151,15 @@ agent_run(struct agent *a, const char *wpath)
 	    redact_add_from_environ(a->red, environ) < 0 ||
 	    sig_setup(a->loop, a_signal, a) < 0)
 		fatal("agent: set-up");
-	if (open_journal(a) < 0 || setup_model(a) < 0)
+	if (open_journal(a) < 0)	/* said why */
+		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
+	if (a->stopping)	/* ended already, or a crash loop */
+		return end_run(a, a->stop_rc);
+	if (setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
 	a->signatures = json_object();
-	if (a->cfg.deadline > 0)
-		(void)loop_timer(a->loop, (uint64_t)(a->cfg.deadline * 1000.0),
-		    on_run_deadline, a);
+	start_deadline(a);
 	if (tui_init(a->loop, 1))
 		(void)atexit(tui_end);
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
@@ -846,9 +1179,7 @@ agent_run(struct agent *a, const char *wpath)
 		return EXIT_WORKER;
 	}
 	rc = a->cfg.resume ? resume(a) : -1;
-	if (rc > 0)
-		return EXIT_OK;
-	if (rc < 0) {	/* a new run, or a journal without a cell */
+	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
 		code = first_cell(a->task);
 		if (code != NULL)
 			run_cell(a, code, strlen(code),
@@ -857,10 +1188,18 @@ agent_run(struct agent *a, const char *wpath)
 			stop(a, EXIT_FAILED, "out of memory writing cell 0");
 		free(code);
 	}
-	notify_ready();
-	rc = loop_run(a->loop);
-	(void)record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
-	    "reason", a->stop_reason, "at", loop_wall()));
+	/* a stop decided while resuming ends the process: no loop */
+	if (!a->stopping) {
+		notify_ready();
+		rc = loop_run(a->loop);
+	} else {
+		rc = a->stop_rc;
+	}
+	/* calls still open are cut now: their estimate is journaled */
+	a->tokens_final = model_total_tokens(a->model);
+	model_free(a->model);
+	a->model = NULL;
+	rc = end_run(a, rc);
 	tui_end();
 	notify_stopping();
 	return rc;
@@ -881,6 +1220,7 @@ agent_free(struct agent *a)
 	json_decref(a->records);
 	json_decref(a->signatures);
 	free(a->stop_reason);
+	free(a->restart_note);
 	config_clear(&a->cfg);
 }
 

@@ -21,8 +21,10 @@ enum {
 	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES,
 	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
 	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
-	OPT_MASK, OPT_NO_DEFAULT_MASKS
+	OPT_MASK, OPT_NO_DEFAULT_MASKS,
+	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS
 };
+
 
 static const struct option long_opts[] = {
 	{"json", no_argument, NULL, 'j'},
@@ -43,8 +45,10 @@ static const struct option long_opts[] = {
 	{"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
 	{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT_TOKENS},
 	{"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
+	{"outage-patience", required_argument, NULL, OPT_OUTAGE_PATIENCE},
 	{"journal", required_argument, NULL, OPT_JOURNAL},
 	{"resume", no_argument, NULL, OPT_RESUME},
+	{"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
 	{"max-cells", required_argument, NULL, OPT_MAX_CELLS},
 	{"deadline", required_argument, NULL, OPT_DEADLINE},
 	{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
@@ -71,11 +75,17 @@ static const char agent_help[] =
     "  --request-timeout S  per model request (default 1800)\n"
     "  --max-output-tokens N  (default 128000)\n"
     "  --max-retries N      HTTP retries per request (default 4)\n"
+    "  --outage-patience SECS  then wait out a model outage (unreachable,\n"
+    "                       429, 5xx) this long, 1 s to 60 s between tries\n"
+    "                       (default 900; 0 = fail at once)\n"
     "  --journal FILE       append every step of the run to FILE "
     "(AGENTZ_JOURNAL)\n"
     "  --resume             continue the run recorded in --journal (TASK "
     "optional;\n"
     "                       a missing or empty journal starts a new run)\n"
+    "  --max-restarts N     resumes of one run before it stops (exit 4; "
+    "default 10,\n"
+    "                       0 = unlimited)\n"
     "  --max-cells N        stop after N cells (exit 4)\n"
     "  --deadline SECS      stop the run after SECS (exit 4)\n"
     "  --max-tokens N       stop once N tokens were used (exit 4)\n"
@@ -112,8 +122,9 @@ static const char worker_help[] =
 
 static const char agent_tail[] =
     "exit status: 0 after quit(), 1 three consecutive cells failed, 2 usage\n"
-    "  error or no API key, 3 the worker cannot start, 4 a hard stop ended\n"
-    "  the run, 130 interrupted\n"
+    "  error, no API key or a journal that is corrupt or in use, 3 the worker\n"
+    "  cannot start, 4 a hard stop ended the run, 5 the journal cannot be\n"
+    "  written, 130 interrupted\n"
     "environment: OPENAI_API_KEY (also from ./.env or\n"
     "  $CREDENTIALS_DIRECTORY/openai_api_key), OPENAI_BASE_URL, AGENTZ_MODEL,\n"
     "  AGENTZ_JOURNAL, AGENTZ_SECRETS (more variable names to redact, comma-\n"
@@ -273,6 +284,23 @@ set_size(const char *cmd, const char *opt, const char *val, uint64_t min,
 	return 0;
 }
 
+/* --outage-patience SECS: 0 (no waiting) up to a week. */
+static int
+patience(struct config *c, const char *val, const char *cmd)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno != 0 || end == val || *end != '\0' || !isfinite(v) ||
+	    v < 0 || v > 7 * 86400.0)
+		return bad(cmd, "--outage-patience", val,
+		    "expected seconds, 0 to 604800");
+	c->outage_patience = v;
+	return 0;
+}
+
 static int
 one_opt(struct config *c, int ch, const char *cmd)
 {
@@ -322,6 +350,14 @@ one_opt(struct config *c, int ch, const char *cmd)
 	case OPT_MODEL: c->model = optarg; return 0;
 	case OPT_JOURNAL: c->journal = optarg; return 0;
 	case OPT_RESUME: c->resume = 1; return 0;
+	case OPT_MAX_RESTARTS: {
+		long n;
+
+		if (count(cmd, "--max-restarts", optarg, 0, 1000000, &n) < 0)
+			return -1;
+		c->max_restarts = (unsigned)n;
+		return 0;
+	}
 	case OPT_DEADLINE:
 		return seconds(optarg, &c->deadline) < 0 ? bad(cmd, "--deadline",
 		    optarg, "expected seconds > 0") : 0;
@@ -337,6 +373,8 @@ one_opt(struct config *c, int ch, const char *cmd)
 	case OPT_MAX_OUTPUT_TOKENS:
 		return count(cmd, "--max-output-tokens", optarg, 16, 1L << 30,
 		    &c->max_output_tokens);
+	case OPT_OUTAGE_PATIENCE:
+		return patience(c, optarg, cmd);
 	case OPT_MAX_RETRIES: {
 		long n;
 
@@ -372,7 +410,9 @@ defaults(struct config *c)
 	c->request_timeout = 1800;
 	c->max_output_tokens = 128000;
 	c->max_retries = 4;
+	c->outage_patience = 900;
 	c->max_same_failure = 5;
+	c->max_restarts = 10;
 	c->journal = getenv("AGENTZ_JOURNAL") && *getenv("AGENTZ_JOURNAL") ?
 	    getenv("AGENTZ_JOURNAL") : NULL;
 }

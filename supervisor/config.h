@@ -13,6 +13,8 @@
 #define EXIT_USAGE	2
 #define EXIT_WORKER	3	/* the worker cannot be started */
 #define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, repeats */
+#define EXIT_JOURNAL	5	/* the journal cannot be written: disk full,
+				 * read-only */
 #define EXIT_SIGINT	130
 
 struct config {
@@ -45,6 +47,8 @@ struct config {
 	double request_timeout;		/* seconds per model request */
 	long max_output_tokens;
 	unsigned max_retries;
+	double outage_patience;		/* seconds an outage is waited out,
+					 * 0 = not at all (--outage-patience) */
 	/* hard stops outside the model (0 = none) */
 	unsigned max_cells;
 	double deadline;		/* seconds of run wall clock */
@@ -52,6 +56,7 @@ struct config {
 	unsigned max_same_failure;	/* identical failure signatures */
 	const char *journal;		/* --journal, AGENTZ_JOURNAL */
 	int resume;			/* --resume: continue that journal */
+	unsigned max_restarts;		/* resumes of one run, 0 = unlimited */
 	size_t npass_env;
 	/* operands after the options */
 	char **args;

@@ -377,24 +377,30 @@ req_msg(struct http_req *r, const char *src)
 	return r->msg;
 }
 
+static uint64_t retry_after_ms(const struct http_req *r);
+
+/* retryable: the retry rule would try again (see http_result). */
 static void
-req_fail_status(struct http_req *r)
+req_fail_status(struct http_req *r, int retryable)
 {
 	struct http_result res = { 0 };
 
 	(void)snprintf(r->msg, sizeof r->msg, "HTTP %ld", r->status);
 	res.error = r->msg;
+	res.retryable = retryable;
+	res.retry_after_ms = retry_after_ms(r);
 	req_finish(r, &res);
 }
 
 static void
-req_fail_transport(struct http_req *r, const char *why)
+req_fail_transport(struct http_req *r, const char *why, int retryable)
 {
 	struct http_result res = { 0 };
 
 	res.error = req_msg(r, why);
 	res.transport = 1;
 	res.partial = r->delivered;
+	res.retryable = retryable && !r->delivered;
 	req_finish(r, &res);
 }
 
@@ -444,18 +450,30 @@ rng_next(struct http *h)
 	return h->rng;
 }
 
-/* The server's retry-after-ms, else retry-after, else exponential backoff
- * with equal jitter: half the step fixed, half random. */
+/* The server's retry-after-ms, else retry-after, in whole ms rounded up
+ * and capped; 0 when the last attempt sent neither. */
+static uint64_t
+retry_after_ms(const struct http_req *r)
+{
+	double ra = r->ra_ms > 0 ? r->ra_ms : r->ra;
+
+	if (!(ra > 0))
+		return 0;
+	return ra >= HTTP_RETRY_AFTER_MAX_MS ? HTTP_RETRY_AFTER_MAX_MS :
+	    (uint64_t)ra + (ra > (double)(uint64_t)ra);
+}
+
+/* The server's retry-after, else exponential backoff with equal jitter:
+ * half the step fixed, half random. */
 static uint64_t
 retry_delay_ms(struct http_req *r)
 {
-	double ra = r->ra_ms > 0 ? r->ra_ms : r->ra;
+	uint64_t ra = retry_after_ms(r);
 	unsigned n = r->attempts - 1;	/* retries so far */
 	uint64_t d;
 
 	if (ra > 0)
-		return ra >= HTTP_RETRY_AFTER_MAX_MS ? HTTP_RETRY_AFTER_MAX_MS :
-		    (uint64_t)ra + (ra > (double)(uint64_t)ra);
+		return ra;
 	d = (uint64_t)r->base_backoff_ms << (n < 20 ? n : 20);
 	if (d > HTTP_BACKOFF_MAX_MS)
 		d = HTTP_BACKOFF_MAX_MS;
@@ -478,6 +496,18 @@ req_retry(struct http_req *r)
 		return 0;
 	r->start_timer = loop_timer(r->h->loop, delay, req_start, r);
 	return r->start_timer != 0;
+}
+
+uint64_t
+http_outage_delay_ms(unsigned n, uint64_t retry_after_ms)
+{
+	uint64_t d = (uint64_t)HTTP_OUTAGE_BASE_MS << (n < 20 ? n : 20);
+
+	if (d > HTTP_OUTAGE_MAX_MS)
+		d = HTTP_OUTAGE_MAX_MS;
+	if (retry_after_ms > HTTP_RETRY_AFTER_MAX_MS)
+		retry_after_ms = HTTP_RETRY_AFTER_MAX_MS;
+	return retry_after_ms > d ? retry_after_ms : d;
 }
 
 /* ---- one attempt ---- */
@@ -517,12 +547,16 @@ req_attempt_done(struct http_req *r, CURLcode rc)
 		res.ok = 1;
 		req_finish(r, &res);
 	} else if (r->status >= 300) {
-		if (!status_retryable(r) || !req_retry(r))
-			req_fail_status(r);
+		if (!status_retryable(r))
+			req_fail_status(r, 0);
+		else if (!req_retry(r))
+			req_fail_status(r, 1);
 	} else {
-		if (r->delivered || !curl_retryable(rc) || !req_retry(r))
+		int again = !r->delivered && curl_retryable(rc);
+
+		if (!again || !req_retry(r))
 			req_fail_transport(r, r->errbuf[0] != '\0' ? r->errbuf :
-			    curl_easy_strerror(rc));
+			    curl_easy_strerror(rc), again);
 	}
 }
 
@@ -573,7 +607,7 @@ req_start(struct loop *l, void *ctx)
 
 		(void)snprintf(why, sizeof why, "cannot start the transfer: %s",
 		    curl_multi_strerror(mc));
-		req_fail_transport(r, why);
+		req_fail_transport(r, why, 0);
 		return;
 	}
 	r->running = 1;
@@ -581,7 +615,8 @@ req_start(struct loop *l, void *ctx)
 	if (r->idle_ms > 0 && (r->idle_timer = loop_timer(r->h->loop,
 	    (uint64_t)r->idle_ms, req_idle, r)) == 0) {
 		req_stop(r);
-		req_fail_transport(r, "cannot start the transfer: no memory");
+		req_fail_transport(r, "cannot start the transfer: no memory",
+		    0);
 	}
 }
 

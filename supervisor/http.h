@@ -40,6 +40,8 @@ struct http;
 #define HTTP_BACKOFF_DEFAULT_MS		500u	/* base_backoff_ms 0 */
 #define HTTP_BACKOFF_MAX_MS		8000u
 #define HTTP_RETRY_AFTER_MAX_MS		60000u
+#define HTTP_OUTAGE_BASE_MS		1000u	/* first wait of an outage */
+#define HTTP_OUTAGE_MAX_MS		60000u	/* longest wait between tries */
 #define HTTP_CONNECT_TIMEOUT_DEFAULT_MS	10000L	/* connect_timeout_ms 0 */
 #define HTTP_ERROR_BODY_MAX		((size_t)64 << 10)
 
@@ -89,6 +91,14 @@ struct http_result {
 	int partial;		/* ended after 2xx body bytes were delivered */
 	int timed_out;		/* timeout_ms expired */
 	int aborted;		/* the data callback returned -1 */
+	/* !ok and the last failure is one the retry rule above retries
+	 * (unreachable, reset, 408/409/429/5xx, x-should-retry: true), no
+	 * body byte was delivered and timeout_ms did not expire: only the
+	 * retry budget (or the deadline) ended it. A later try may work. */
+	int retryable;
+	/* The last attempt's retry-after-ms or retry-after in ms (rounded
+	 * up, capped at HTTP_RETRY_AFTER_MAX_MS); 0 when it sent none. */
+	uint64_t retry_after_ms;
 };
 
 /*
@@ -122,6 +132,15 @@ void http_free(struct http *h);
  */
 uint64_t http_post(struct http *h, const struct http_request_opts *o,
     const struct http_callbacks *cb, void *ctx);
+
+/*
+ * The wait before try n + 1 of a caller that waits out an outage after
+ * the quick retries (n = waits so far, from 0): HTTP_OUTAGE_BASE_MS * 2^n
+ * capped at HTTP_OUTAGE_MAX_MS, or the server's retry_after_ms when that
+ * is longer (itself capped at HTTP_RETRY_AFTER_MAX_MS). No jitter: one
+ * client, seconds apart. Pure.
+ */
+uint64_t http_outage_delay_ms(unsigned n, uint64_t retry_after_ms);
 
 /* Stops request id at once, in flight or waiting to retry; no callback
  * for it runs afterwards. Unknown and finished ids are ignored. */

@@ -2,12 +2,20 @@
  * journal.h - the run's journal (SPEC §2, §8): append-only JSON lines,
  * each written and fdatasync'ed before the step it describes goes on:
  *   {"v":1,"type":"run","task":..,"model":..,"at":..}
+ *   {"v":1,"type":"resume","task":..,"model":..,"at":..}
+ *   {"v":1,"type":"isolation","isolation":..,"containment":..}
  *   {"v":1,"type":"input","cell":n, code, summary, generated_at, ...}
- *   {"v":1,"type":"successor","cell":n,"code":..,"summary":..}
+ *   {"v":1,"type":"successor","cell":n,"code":..,"summary":..,"repair":b}
+ *   {"v":1,"type":"usage","tokens":n,"estimated":n}
  *   {"v":1,"type":"output","cell":n, status, kind, output, ...}
- *   {"v":1,"type":"stop","exit":rc,"at":..}
+ *   {"v":1,"type":"stop","exit":rc,"reason":..,"at":..}
  * Every line is redacted like everything else that is recorded. A
  * restarted supervisor reads it back (journal_load) to resume the run.
+ *
+ * The journal is a log like a database's: one supervisor at a time holds
+ * it (an exclusive flock on a close-on-exec descriptor, for the life of
+ * the struct journal), a line is a record only once its newline is on
+ * disk, and a line that cannot be read back is corruption, never skipped.
  */
 #ifndef AGENTZ_JOURNAL_H
 #define AGENTZ_JOURNAL_H
@@ -20,19 +28,30 @@
 
 struct journal;
 
-/* Opens path for appending (created 0600). NULL with errno. */
-struct journal *journal_open(const char *path, const struct redact *red);
+/*
+ * Opens path for appending (created 0600; its directory is fsync'ed when
+ * it is created) and takes its exclusive lock. Bytes after the last
+ * newline (a torn last write, trailing NULs) are truncated, and said in
+ * the log, before anything is appended. NULL with *err (malloc'ed, or
+ * NULL when out of memory) saying why: another process holds the journal
+ * (with its pid), or the system call that failed.
+ */
+struct journal *journal_open(const char *path, const struct redact *red,
+    char **err);
 void journal_close(struct journal *j);
 /*
  * Appends rec (borrowed) with "v" and "type" set, then fdatasync. 0, or
  * -1 with errno (the caller stops the run: an unrecorded step must not
- * happen).
+ * happen). A failed write is cut off again (the journal ends at its last
+ * whole record) and every later append fails with EIO.
  */
 int journal_append(struct journal *j, const char *type, json_t *rec);
 
 /*
- * Reads every record of path, in order. A torn last line (a crash in the
- * middle of a write) is dropped; any other bad line is an error. Returns a
+ * Reads every record of path, in order, each checked against the schema
+ * of its type (the fields it must have and their JSON types; a type this
+ * version does not know is kept, with "v" and "type" checked). Every line
+ * must end with a newline (journal_open has cut a torn tail). Returns a
  * new array, or NULL with *err (malloc'ed) naming the file and line.
  */
 json_t *journal_load(const char *path, char **err);

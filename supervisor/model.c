@@ -6,6 +6,11 @@
  * tools: a host-only response starts the next round with the continued
  * input; anything else is handed back. Stream events are forwarded as
  * they come, except the terminal event of a round that is continued.
+ *
+ * A round that fails retryably after http.c's quick retries is posted
+ * again from c->wait_timer while the outage patience lasts (see model.h);
+ * the outage is a property of the call (c->out_*), so concurrent calls
+ * each keep their own schedule.
  */
 #include "supervisor/model.h"
 
@@ -14,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "supervisor/http.h"
 #include "supervisor/response.h"
 #include "supervisor/sse.h"
@@ -33,6 +39,11 @@ struct call {
 	int sse_err;		/* why sse_feed gave up, 0 if it did not */
 	size_t held_len;
 	unsigned rounds;
+	/* the outage being waited out; out_tries 0 = none */
+	uint64_t wait_timer;
+	uint64_t out_t0_us;	/* monotonic start */
+	double out_since;	/* wall clock start */
+	unsigned out_tries;
 	struct call *next;
 };
 
@@ -47,6 +58,9 @@ struct model {
 	struct call *calls;
 	uint64_t next_id;
 	long long total_tokens;
+	long patience_ms;	/* <= 0: outages are not waited out */
+	model_outage_fn *outage_fn;
+	void *outage_ctx;
 };
 
 struct model *
@@ -63,6 +77,8 @@ model_new(struct loop *l, const struct model_config *c, struct hosttools *h,
 	m->h = h;
 	m->red = red;
 	m->next_id = 1;
+	m->patience_ms = c->outage_patience_ms == 0 ?
+	    MODEL_OUTAGE_PATIENCE_DEFAULT_MS : c->outage_patience_ms;
 	n = strlen(c->base_url);
 	while (n > 0 && c->base_url[n - 1] == '/')
 		n--;
@@ -82,6 +98,7 @@ model_new(struct loop *l, const struct model_config *c, struct hosttools *h,
 static void
 call_free(struct call *c)
 {
+	loop_timer_cancel(c->m->loop, c->wait_timer);
 	json_decref(c->body);
 	sse_free(c->sse);
 	response_free(c->resp);
@@ -111,6 +128,13 @@ long long
 model_total_tokens(const struct model *m)
 {
 	return m->total_tokens;
+}
+
+void
+model_set_outage_observer(struct model *m, model_outage_fn *fn, void *ctx)
+{
+	m->outage_fn = fn;
+	m->outage_ctx = ctx;
 }
 
 static void
@@ -207,24 +231,149 @@ on_data(void *ctx, const char *p, size_t n)
 	return rc < 0 ? -1 : 0;
 }
 
+/* What failed, one line: the API's error or the transport's. */
 static void
-http_failed(struct call *c, const struct http_result *r)
+failure_text(const struct call *c, const struct http_result *r, char *buf,
+    size_t size)
 {
-	char *msg = NULL, *code = NULL, buf[512];
+	char *msg = NULL, *code = NULL;
 
 	if (r->status != 0 && r->status / 100 != 2) {
 		msg = response_parse_error_body(r->status, r->body, r->body_len,
 		    &code);
-		(void)snprintf(buf, sizeof buf, "%s%s", msg != NULL ? msg :
+		(void)snprintf(buf, size, "%s%s", msg != NULL ? msg :
 		    "HTTP error", r->attempts > 1 ? " (after retries)" : "");
 	} else {
-		(void)snprintf(buf, sizeof buf, "model request to %s failed "
+		(void)snprintf(buf, size, "model request to %s failed "
 		    "after %u attempt%s: %s", c->m->url, r->attempts,
 		    r->attempts == 1 ? "" : "s", r->error ? r->error : "?");
 	}
 	free(msg);
 	free(code);
-	finish(c, NULL, "ModelError", buf);
+}
+
+static double
+outage_waited(const struct call *c)
+{
+	return (double)(loop_now_us() - c->out_t0_us) / 1e6;
+}
+
+/*
+ * Tells the observer about c's outage. Returns 1 when the observer
+ * cancelled c (c is freed then), else 0.
+ */
+static int
+outage_report(struct call *c, double next_in, int over, const char *reason)
+{
+	struct model *m = c->m;
+	struct model_outage o;
+	uint64_t id = c->id;
+	struct call *k;
+
+	if (m->outage_fn == NULL)
+		return 0;
+	memset(&o, 0, sizeof o);
+	o.call = id;
+	o.since = c->out_since;
+	o.waited = outage_waited(c);
+	o.patience = (double)m->patience_ms / 1000.0;
+	o.next_try_in = next_in;
+	o.tries = c->out_tries;
+	o.over = over;
+	o.reason = reason;
+	m->outage_fn(m->outage_ctx, &o);
+	for (k = m->calls; k != NULL && k->id != id; k = k->next)
+		;
+	return k == NULL;
+}
+
+static void
+outage_retry(struct loop *l, void *ctx)
+{
+	struct call *c = ctx;
+
+	(void)l;
+	c->wait_timer = 0;
+	start_round(c);
+}
+
+/*
+ * Schedules the next try of c's round when r is an outage and the
+ * patience lasts. Returns 1 when c is taken care of (waiting, or
+ * cancelled by the observer), 0 when the caller reports r.
+ */
+static int
+outage_wait(struct call *c, const struct http_result *r, const char *why)
+{
+	struct model *m = c->m;
+	uint64_t delay, waited_ms, left;
+
+	if (!r->retryable || r->partial || r->timed_out || r->aborted ||
+	    m->patience_ms <= 0)
+		return 0;
+	if (c->out_tries == 0) {
+		c->out_t0_us = loop_now_us();
+		c->out_since = loop_wall();
+	}
+	waited_ms = (loop_now_us() - c->out_t0_us) / 1000;
+	left = waited_ms < (uint64_t)m->patience_ms ?
+	    (uint64_t)m->patience_ms - waited_ms : 0;
+	delay = http_outage_delay_ms(c->out_tries, r->retry_after_ms);
+	/* The server's "not before" outlasts the patience: give up now. */
+	if (left == 0 || r->retry_after_ms > left)
+		return 0;
+	if (delay > left)
+		delay = left;
+	if ((c->wait_timer = loop_timer(m->loop, delay, outage_retry, c)) == 0)
+		return 0;
+	c->out_tries++;
+	log_warnx("waiting for the model: %s; next try in %.1f s (down for "
+	    "%.0f s, patience %.0f s)", why, (double)delay / 1000.0,
+	    outage_waited(c), (double)m->patience_ms / 1000.0);
+	(void)outage_report(c, (double)delay / 1000.0, 0, why);
+	return 1;
+}
+
+static int outage_over(struct call *c);
+
+static void
+http_failed(struct call *c, const struct http_result *r)
+{
+	char buf[512], out[640];
+	double waited;
+
+	failure_text(c, r, buf, sizeof buf);
+	if (outage_wait(c, r, buf))
+		return;
+	/* answered, with an error no wait fixes: the outage is over */
+	if (!r->retryable && outage_over(c))
+		return;
+	if (c->out_tries == 0) {
+		finish(c, NULL, "ModelError", buf);
+		return;
+	}
+	waited = outage_waited(c);
+	log_warnx("stopped waiting for the model after %.0f s: %s", waited,
+	    buf);
+	if (outage_report(c, 0, -1, buf))
+		return;
+	(void)snprintf(out, sizeof out, "%s (the model was unavailable for "
+	    "%.0f s)", buf, waited);
+	finish(c, NULL, "ModelError", out);
+}
+
+/* The model answered: the outage of c, if any, is over. 1 if the observer
+ * cancelled c. */
+static int
+outage_over(struct call *c)
+{
+	if (c->out_tries == 0)
+		return 0;
+	log_warnx("the model answers again after %.0f s", outage_waited(c));
+	if (outage_report(c, 0, 1, "the model answers again"))
+		return 1;
+	c->out_tries = 0;
+	return 0;
 }
 
 /* The round's response is complete: host tools, then continue or return. */
@@ -277,6 +426,8 @@ on_done(void *ctx, const struct http_result *r)
 		http_failed(c, r);
 		return;
 	}
+	if (outage_over(c))
+		return;
 	if (c->sse_err != 0) {
 		char buf[256];
 
@@ -332,7 +483,9 @@ start_round(struct call *c)
 	o.body_len = strlen(body);
 	o.headers = headers;
 	o.timeout_ms = c->m->cfg.timeout_ms;
-	o.max_retries = c->m->cfg.max_retries;
+	/* while waiting out an outage, each try is one attempt */
+	o.max_retries = c->out_tries > 0 ? HTTP_RETRIES_NONE :
+	    c->m->cfg.max_retries;
 	c->http_id = http_post(c->m->http, &o, &cb, c);
 	free(body);
 	if (c->http_id == 0)
@@ -385,6 +538,6 @@ model_cancel(struct model *m, uint64_t id)
 		return;
 	if (c->http_id != 0)
 		http_cancel(m->http, c->http_id);
-	unlink_call(m, c);
+	unlink_call(m, c);	/* call_free ends a wait */
 	call_free(c);
 }

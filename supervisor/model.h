@@ -4,6 +4,17 @@
  * invisibly). Requests are rewritten (rewrite.h), streamed over http.h,
  * parsed by sse.h + response.h; host tools run through hosttools.h.
  * Several calls may be in flight at once.
+ *
+ * Outages are waited out, not failed on: when a request fails in a way
+ * http.h would retry (unreachable, 429 other than insufficient_quota, 5xx)
+ * and its quick retries are spent, the call tries again from a loop timer
+ * with backoff (http_outage_delay_ms(): 1 s doubling to 60 s, or the
+ * server's longer retry-after), one attempt per try, until it succeeds or
+ * outage_patience_ms has passed since the outage began; only then does
+ * the caller see the error. Each wait is logged (log_warnx) and reported
+ * to the outage observer. The wait is only a timer: model_cancel() and
+ * model_free() end it at once. A stream that already delivered events,
+ * a 400/401/quota error and a request timeout are never waited on.
  */
 #ifndef AGENTZ_MODEL_H
 #define AGENTZ_MODEL_H
@@ -24,7 +35,29 @@ struct model_config {
 	long timeout_ms;		/* per HTTP request */
 	unsigned max_retries;
 	unsigned max_rounds;		/* host-only continuations per call */
+	/* How long a call waits out an outage after the quick retries:
+	 * 0 = MODEL_OUTAGE_PATIENCE_DEFAULT_MS, < 0 = not at all. */
+	long outage_patience_ms;
 };
+
+#define MODEL_OUTAGE_PATIENCE_DEFAULT_MS	(15L * 60 * 1000)
+
+/* What the outage observer is told; valid during the callback only. */
+struct model_outage {
+	uint64_t call;		/* the model_call id */
+	double since;		/* wall clock (loop_wall) the outage began */
+	double waited;		/* seconds since then */
+	double patience;	/* seconds the call waits in all */
+	/* Seconds until the next try; 0 when over. */
+	double next_try_in;
+	unsigned tries;		/* failed tries of this outage, >= 1 */
+	/* 0 waiting; 1 the model answered again; -1 the patience ran out
+	 * (the call ends with the error next). */
+	int over;
+	const char *reason;	/* the last failure, one line, never NULL */
+};
+
+typedef void model_outage_fn(void *ctx, const struct model_outage *o);
 
 struct model_call_ops {
 	/* A stream event for call_me(stream=True) (redacted JSON text). */
@@ -58,6 +91,14 @@ uint64_t model_call(struct model *m, json_t *params, int stream,
     void *ctx);
 /* Abandons a call: no callback for it runs afterwards. */
 void model_cancel(struct model *m, uint64_t id);
+
+/*
+ * Sets the observer told about outage waits of every call of m: once per
+ * wait (over 0), and once when the outage ends (over 1 or -1). NULL fn
+ * for none. It may call model_cancel(), never model_free().
+ */
+void model_set_outage_observer(struct model *m, model_outage_fn *fn,
+    void *ctx);
 
 /* Exact tokens from `usage` of completed responses, whole run. */
 long long model_total_tokens(const struct model *m);

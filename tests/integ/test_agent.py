@@ -903,7 +903,9 @@ def test_http_retries_are_bounded(tmp_path):
         {"kind": "http_error", "status": 503, "repeat": 3,
          "error": {"message": "Overloaded, try later."},
          "headers": {"retry-after-ms": "20"}},
-        {"text": "ONE-TOO-MANY"}], args=["--max-retries", "2"])
+        {"text": "ONE-TOO-MANY"}],
+        # the quick retries alone: no waiting out an outage
+        args=["--max-retries", "2", "--outage-patience", "0"])
     assert what == "MODELERROR", show(p)
     assert "HTTP 503" in text and "Overloaded, try later." in text
     assert len(probes) == 3

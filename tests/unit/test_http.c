@@ -859,6 +859,7 @@ test_401_not_retried(void **state)
 	assert_int_equal(g.r.body_len, strlen(g.body));
 	assert_string_equal(g.request_id, "req_123");
 	assert_false(g.r.transport || g.r.partial);
+	assert_false(g.r.retryable);
 	assert_int_equal(g.status_calls, 0);
 	assert_int_equal(g.data_calls, 0);
 	got_clear(&g);
@@ -895,6 +896,8 @@ test_retries_exhausted(void **state)
 	assert_string_equal(g.error, "HTTP 503");
 	assert_string_equal(g.body, "overloaded");
 	assert_false(g.r.transport);
+	assert_true(g.r.retryable);	/* a caller may wait it out */
+	assert_int_equal(g.r.retry_after_ms, 0);
 
 	o.max_retries = 0;	/* the default: 4 */
 	run_one(*state, "/a503/b", o, &d);
@@ -922,6 +925,7 @@ test_x_should_retry(void **state)
 	assert_false(no.r.ok);
 	assert_int_equal(no.r.status, 503);
 	assert_int_equal(no.r.attempts, 1);
+	assert_false(no.r.retryable);	/* the server said so */
 	got_clear(&no);
 }
 
@@ -966,6 +970,7 @@ test_connection_refused(void **state)
 	assert_false(g.r.partial);
 	assert_int_equal(g.r.status, 0);
 	assert_int_equal(g.r.attempts, 3);
+	assert_true(g.r.retryable);
 	assert_non_null(strstr(g.error, "127.0.0.1"));
 	assert_null(g.body);
 }
@@ -1036,7 +1041,31 @@ test_deadline_cuts_backoff(void **state)
 	assert_int_equal(g.r.attempts, 1);
 	assert_string_equal(g.body, "overloaded");
 	assert_true(elapsed_ms(&g) < 1000);
+	/* cut by the deadline, not by the rule: the server's delay is kept */
+	assert_true(g.r.retryable);
+	assert_int_equal(g.r.retry_after_ms, 5000);
 	got_clear(&g);
+}
+
+/* The outage schedule: 1 s doubling, capped at 60 s; a longer
+ * retry-after wins, itself capped. */
+static void
+test_outage_delay(void **state)
+{
+	static const uint64_t want[] = { 1000, 2000, 4000, 8000, 16000,
+	    32000, 60000, 60000 };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < NITEMS(want); i++)
+		assert_int_equal(http_outage_delay_ms((unsigned)i, 0), want[i]);
+	assert_int_equal(http_outage_delay_ms(40, 0), HTTP_OUTAGE_MAX_MS);
+	assert_int_equal(http_outage_delay_ms(~0u, 0), HTTP_OUTAGE_MAX_MS);
+	assert_int_equal(http_outage_delay_ms(0, 500), 1000);
+	assert_int_equal(http_outage_delay_ms(0, 7000), 7000);
+	assert_int_equal(http_outage_delay_ms(3, 7000), 8000);
+	assert_int_equal(http_outage_delay_ms(0, 3600000),
+	    HTTP_RETRY_AFTER_MAX_MS);
 }
 
 static void
@@ -1241,6 +1270,7 @@ main(void)
 		T(test_timeout_mid_body),
 		T(test_timeout_before_headers),
 		T(test_deadline_cuts_backoff),
+		T(test_outage_delay),
 		T(test_idle_timeout),
 		T(test_concurrent),
 		T(test_cancel_in_flight),
