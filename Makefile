@@ -83,7 +83,7 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all check fixtures unit integ demo bench fuzz lint check-headers clean \
+.PHONY: all check check-systemd fixtures unit integ demo bench fuzz lint check-headers clean \
 	verify-units install
 all: $(O)/agentz $(O)/agentz-worker
 
@@ -143,6 +143,13 @@ check: fixtures
 	$(MAKE) all unit integ
 	$(MAKE) SAN=1 all unit integ
 
+# A booted systemd (systemd-nspawn -b) running the shipped unit through
+# its life: READY/STATUS, the watchdog, Restart=, budget stops, stop.
+# Minutes, not part of check.
+check-systemd: all
+	AGENTZ_BUILD=$(CURDIR)/$(O) $(PY) -m pytest -q -p no:cacheprovider \
+	    tests/systemd
+
 demo: all
 	$(PY) scripts/demo.py $(O)
 
@@ -151,6 +158,7 @@ bench: all
 	$(PY) bench/run.py $(O)
 	$(PY) bench/model_overhead.py $(O)
 	$(PY) bench/isolation.py $(O)
+	$(PY) bench/crash_soak.py $(O)
 
 FUZZ_BIN := build-fuzz/fuzz_proto
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h

@@ -9,7 +9,7 @@
  * KeyboardInterrupt/SystemExit from cell code or Ctrl-C ends it with 130.
  *
  * With a journal, every decision survives a restart: --resume rebuilds the
- * history and the budgets (cells, tokens, the deadline from the run's
+ * history and the budgets (cells, tokens, cost, the deadline from the run's
  * first start, repeated and consecutive failures, restarts), and a stop
  * decided while resuming ends the process like any other. A cell cut off
  * by a supervisor restart is not the model's failure: it neither counts
@@ -38,6 +38,7 @@ extern char **environ;
 #include "supervisor/journal.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
+#include "supervisor/price.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
 #include "supervisor/sig.h"
@@ -83,6 +84,13 @@ struct agent {
 	 * reported no usage, what the model counted at its end, the last
 	 * total journaled */
 	long long tokens_base, tokens_est, tokens_final, tokens_journaled;
+	/* money (USD), when a price is known (priced): the journal's, the
+	 * estimates of calls that reported no usage; usage_final is what the
+	 * model counted at its end */
+	struct price price;
+	int priced;
+	double cost_base, cost_est;
+	struct model_usage usage_final;
 	double run_started;		/* wall clock of the run's first start */
 	char *restart_note;		/* for the next model request (resume) */
 	long long recovery_tokens_at;	/* the repair request's count_call */
@@ -129,6 +137,33 @@ agent_tokens(const struct agent *a)
 {
 	return a->tokens_base + a->tokens_est + (a->model != NULL ?
 	    model_total_tokens(a->model) : a->tokens_final);
+}
+
+/* USD spent by the whole run, across restarts; 0 without a price. */
+static double
+agent_cost(const struct agent *a)
+{
+	struct model_usage u = a->usage_final;
+
+	if (!a->priced)
+		return 0;
+	if (a->model != NULL)
+		model_usage(a->model, &u);
+	return a->cost_base + a->cost_est + price_cost(&a->price, u.input,
+	    u.cached, u.output);
+}
+
+/* ", $0.42" for the status lines when a price is known, else "". */
+static const char *
+cost_note(const struct agent *a, char *buf, size_t n)
+{
+	char money[32];
+
+	if (!a->priced)
+		return "";
+	(void)snprintf(buf, n, ", %s", price_format(agent_cost(a), money,
+	    sizeof money));
+	return buf;
 }
 
 /*
@@ -248,25 +283,37 @@ reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
 }
 
 /*
- * A model call ended: count it, and journal the run's tokens. A call that
- * failed or was cut reports no usage, yet was paid for: its estimate
- * (about 4 bytes a token, sent and streamed) counts instead.
+ * A model call ended: count it, and journal the run's tokens and cost. A
+ * call that failed or was cut reports no usage, yet was paid for: its
+ * estimate (about 4 bytes a token, sent and streamed) counts instead.
  */
 static void
 count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes)
 {
-	long long total;
+	long long total, est;
+	json_t *rec;
 
 	if (type != NULL && a->model != NULL &&
-	    model_total_tokens(a->model) == tokens_at)
-		a->tokens_est += (long long)(bytes + 3) / 4;
+	    model_total_tokens(a->model) == tokens_at) {
+		est = (long long)(bytes + 3) / 4;
+		a->tokens_est += est;
+		/* which of the estimate was input is unknown: priced all as
+		 * output, the dearest kind (the pessimistic choice) */
+		a->cost_est += price_cost(&a->price, 0, 0, est);
+	}
 	total = agent_tokens(a);
 	tui_set_total(total);
+	if (a->priced)
+		tui_set_cost(agent_cost(a));
 	if (total != a->tokens_journaled) {
 		a->tokens_journaled = total;
-		(void)record(a, "usage", json_pack("{s:I, s:I}", "tokens",
-		    (json_int_t)total, "estimated", (json_int_t)a->tokens_est));
+		rec = json_pack("{s:I, s:I}", "tokens", (json_int_t)total,
+		    "estimated", (json_int_t)a->tokens_est);
+		if (rec != NULL && a->priced)
+			(void)json_object_set_new(rec, "cost",
+			    json_real(agent_cost(a)));
+		(void)record(a, "usage", rec);
 	}
 }
 
@@ -403,14 +450,16 @@ static void
 show_result(const struct agent *a, const struct cell *c)
 {
 	const char *kind = cells_kind_name(c->kind);
+	char cost[48];
 
 	if (c->traceback != NULL && (a->cfg.verbose || c->status != CELL_OK))
 		(void)fputs(c->traceback, stderr);
 	(void)fprintf(stderr, "[agentz] cell %u: %s%s%s%s%s (%.1f s, %lld "
-	    "tokens so far)\n", c->n, cells_status_name(c->status),
+	    "tokens so far%s)\n", c->n, cells_status_name(c->status),
 	    kind != NULL ? " " : "", kind != NULL ? kind : "",
 	    c->detail != NULL ? ": " : "", c->detail != NULL ? c->detail : "",
-	    (double)c->duration_us / 1e6, agent_tokens(a));
+	    (double)c->duration_us / 1e6, agent_tokens(a),
+	    cost_note(a, cost, sizeof cost));
 }
 
 /* --- the loop ------------------------------------------------------------- */
@@ -504,6 +553,20 @@ count_failure(struct agent *a, const struct cell *c, const char *sig)
 	return seen;
 }
 
+/* Says in why (left alone otherwise) that the cost budget is spent. */
+static void
+over_cost(const struct agent *a, char *why, size_t n)
+{
+	char spent[32], budget[32];
+
+	if (a->cfg.max_cost <= 0 || agent_cost(a) < a->cfg.max_cost)
+		return;
+	(void)snprintf(why, n, "stopping: the model calls cost %s, the cost "
+	    "budget (--max-cost) is %s", price_format(agent_cost(a), spent,
+	    sizeof spent), price_format(a->cfg.max_cost, budget,
+	    sizeof budget));
+}
+
 /* Stops the run (1) when a budget is spent after cell c. */
 static int
 over_budget(struct agent *a, const struct cell *c)
@@ -520,6 +583,8 @@ over_budget(struct agent *a, const struct cell *c)
 	    a->cfg.max_tokens)
 		(void)snprintf(why, sizeof why, "stopping: %lld tokens used, the "
 		    "budget is %lld", agent_tokens(a), a->cfg.max_tokens);
+	else
+		over_cost(a, why, sizeof why);
 	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
 	    (sig = failure_signature(c)) != NULL) {
 		seen = count_failure(a, c, sig);
@@ -754,15 +819,35 @@ on_outage(void *ctx, const struct model_outage *o)
 {
 	struct agent *a = ctx;
 
+	char what[160];
+
 	if (o->over != 0) {
+		tui_set_waiting(NULL);
 		notify_status("%s", o->over > 0 ? "the model answers again" :
 		    "stopped waiting for the model");
 		return;
 	}
-	notify_status("waiting for the model: %s; next try in %.0f s",
-	    o->reason, o->next_try_in);
+	(void)snprintf(what, sizeof what, "waiting for the model: %s; next "
+	    "try in %.0f s", o->reason, o->next_try_in);
+	tui_set_waiting(what);
+	notify_status("%s", what);
 	(void)record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
 	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));
+}
+
+/*
+ * The watchdog's rule of progress (notify.h): a cell is running or
+ * waiting for its worker (bounded by the cell's timeout and the worker's
+ * ready timeout), or a model call is open (bounded by its request timeout
+ * and the outage patience). A run waiting for nothing is not alive, and
+ * systemd restarts it from its journal.
+ */
+static int
+a_alive(void *ctx)
+{
+	const struct agent *a = ctx;
+
+	return runner_busy(a->runner) || model_busy(a->model);
 }
 
 static int
@@ -835,6 +920,26 @@ count_type(const json_t *records, const char *type)
 }
 
 /*
+ * The money spent before the restart: the last usage record's. Tokens
+ * journaled without a cost (no price was known then) are priced as
+ * output, the dearest kind: the pessimistic choice, as for estimates.
+ */
+static void
+restore_cost(struct agent *a, const json_t *cost)
+{
+	if (json_is_number(cost) && a->priced) {
+		a->cost_base = json_number_value(cost);
+	} else if (a->priced && a->tokens_base > 0) {
+		a->cost_base = price_cost(&a->price, 0, 0, a->tokens_base);
+		log_warnx("--resume: %lld tokens were journaled without their "
+		    "cost: counted as output tokens", a->tokens_base);
+	} else if (json_is_number(cost)) {
+		log_warnx("--resume: the run's cost so far is not counted: no "
+		    "price is known for the model %s", a->cfg.model);
+	}
+}
+
+/*
  * Reads the journal back (--resume); the task, the run's first start and
  * the tokens spent so far come from it. 1 when it holds no record at all
  * (a torn first line was cut): a new run.
@@ -870,6 +975,7 @@ load_journal(struct agent *a)
 	usage = find_type(a->records, "usage", 1);
 	a->tokens_base = json_integer_value(json_object_get(usage, "tokens"));
 	a->tokens_journaled = a->tokens_base;
+	restore_cost(a, json_object_get(usage, "cost"));
 	return 0;
 }
 
@@ -1158,6 +1264,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
+	notify_set_alive(a_alive, a);
 	a->signatures = json_object();
 	start_deadline(a);
 	if (tui_init(a->loop, 1))
@@ -1197,6 +1304,7 @@ agent_run(struct agent *a, const char *wpath)
 	}
 	/* calls still open are cut now: their estimate is journaled */
 	a->tokens_final = model_total_tokens(a->model);
+	model_usage(a->model, &a->usage_final);
 	model_free(a->model);
 	a->model = NULL;
 	rc = end_run(a, rc);
@@ -1224,6 +1332,29 @@ agent_free(struct agent *a)
 	config_clear(&a->cfg);
 }
 
+/*
+ * The price of the run's model: --price, else the built-in table. Without
+ * one, --max-cost cannot be kept: refused (-1) before anything starts.
+ */
+static int
+set_price(struct agent *a)
+{
+	if (a->cfg.has_price) {
+		a->price = a->cfg.price;
+		a->priced = 1;
+	} else {
+		a->priced = price_lookup(a->cfg.model, &a->price) == 0;
+	}
+	if (a->cfg.max_cost > 0 && !a->priced) {
+		(void)fprintf(stderr, "agentz: --max-cost needs the price of the "
+		    "model %s, which is not built in: give it with --price "
+		    "IN,CACHED,OUT (USD per 1M input, cached input and output "
+		    "tokens)\n", a->cfg.model);
+		return -1;
+	}
+	return 0;
+}
+
 int
 agent_main(int argc, char **argv)
 {
@@ -1243,6 +1374,10 @@ agent_main(int argc, char **argv)
 		(void)fprintf(stderr, "agentz: give the task as one argument, "
 		    "e.g. agentz \"summarise README.md\", or --resume with "
 		    "--journal FILE (see agentz --help)\n");
+		config_clear(&a.cfg);
+		return EXIT_USAGE;
+	}
+	if (set_price(&a) < 0) {
 		config_clear(&a.cfg);
 		return EXIT_USAGE;
 	}

@@ -3,6 +3,7 @@
  */
 #include "supervisor/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -22,7 +23,7 @@ enum {
 	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
 	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
 	OPT_MASK, OPT_NO_DEFAULT_MASKS,
-	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS
+	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS, OPT_MAX_COST, OPT_PRICE
 };
 
 
@@ -52,6 +53,8 @@ static const struct option long_opts[] = {
 	{"max-cells", required_argument, NULL, OPT_MAX_CELLS},
 	{"deadline", required_argument, NULL, OPT_DEADLINE},
 	{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+	{"max-cost", required_argument, NULL, OPT_MAX_COST},
+	{"price", required_argument, NULL, OPT_PRICE},
 	{"max-same-failure", required_argument, NULL, OPT_MAX_SAME_FAILURE},
 	{"isolation", required_argument, NULL, OPT_ISOLATION},
 	{"workspace", required_argument, NULL, OPT_WORKSPACE},
@@ -89,6 +92,13 @@ static const char agent_help[] =
     "  --max-cells N        stop after N cells (exit 4)\n"
     "  --deadline SECS      stop the run after SECS (exit 4)\n"
     "  --max-tokens N       stop once N tokens were used (exit 4)\n"
+    "  --max-cost USD       stop once the model calls cost USD (exit 4); "
+    "needs a\n"
+    "                       price for the model: built in, or --price\n"
+    "  --price IN,CACHED,OUT  USD per 1M input, cached input and output "
+    "tokens\n"
+    "                       of the run's model (overrides the built-in "
+    "table)\n"
     "  --max-same-failure N stop when one failure repeats N times "
     "(default 5)\n";
 
@@ -201,11 +211,40 @@ count(const char *cmd, const char *opt, const char *val, long min, long max,
 	return 0;
 }
 
+/* --max-cost USD (an optional leading '$') and --price IN,CACHED,OUT. */
+static int
+money(struct config *c, int ch, const char *val, const char *cmd)
+{
+	const char *s = val[0] == '$' ? val + 1 : val;
+	char *end;
+
+	if (ch == OPT_PRICE) {
+		if (price_parse(val, &c->price) < 0)
+			return bad(cmd, "--price", val, "expected IN,CACHED,OUT: "
+			    "three numbers >= 0, USD per 1M tokens, e.g. "
+			    "1.25,0.125,10");
+		c->has_price = 1;
+		return 0;
+	}
+	if (!isdigit((unsigned char)*s) && *s != '.')
+		return bad(cmd, "--max-cost", val, "expected US dollars > 0, "
+		    "e.g. 2.50");
+	errno = 0;
+	c->max_cost = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !isfinite(c->max_cost) ||
+	    c->max_cost <= 0 || c->max_cost > 1e9)
+		return bad(cmd, "--max-cost", val, "expected US dollars > 0, "
+		    "e.g. 2.50");
+	return 0;
+}
+
 static int
 budget(struct config *c, int ch, const char *val, const char *cmd)
 {
 	long n;
 
+	if (ch == OPT_MAX_COST || ch == OPT_PRICE)
+		return money(c, ch, val, cmd);
 	if (ch == OPT_MAX_TOKENS) {
 		if (count(cmd, "--max-tokens", val, 1, LONG_MAX, &n) < 0)
 			return -1;
@@ -363,6 +402,8 @@ one_opt(struct config *c, int ch, const char *cmd)
 		    optarg, "expected seconds > 0") : 0;
 	case OPT_MAX_CELLS:
 	case OPT_MAX_TOKENS:
+	case OPT_MAX_COST:
+	case OPT_PRICE:
 	case OPT_MAX_SAME_FAILURE:
 		return budget(c, ch, optarg, cmd);
 	case OPT_BASE_URL: c->base_url = optarg; return 0;

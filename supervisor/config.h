@@ -8,11 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "supervisor/price.h"
+
 #define EXIT_OK		0
 #define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
 #define EXIT_USAGE	2
 #define EXIT_WORKER	3	/* the worker cannot be started */
-#define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, repeats */
+#define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, cost,
+				 * repeats */
 #define EXIT_JOURNAL	5	/* the journal cannot be written: disk full,
 				 * read-only */
 #define EXIT_SIGINT	130
@@ -53,6 +56,9 @@ struct config {
 	unsigned max_cells;
 	double deadline;		/* seconds of run wall clock */
 	long long max_tokens;
+	double max_cost;		/* USD, --max-cost; 0 = none */
+	struct price price;		/* --price for the run's model */
+	int has_price;			/* --price was given */
 	unsigned max_same_failure;	/* identical failure signatures */
 	const char *journal;		/* --journal, AGENTZ_JOURNAL */
 	int resume;			/* --resume: continue that journal */

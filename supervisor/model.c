@@ -57,11 +57,17 @@ struct model {
 	char *auth;
 	struct call *calls;
 	uint64_t next_id;
-	long long total_tokens;
+	struct model_usage usage;	/* summed `usage` of every round */
 	long patience_ms;	/* <= 0: outages are not waited out */
 	model_outage_fn *outage_fn;
 	void *outage_ctx;
 };
+
+int
+model_busy(const struct model *m)
+{
+	return m != NULL && m->calls != NULL;
+}
 
 struct model *
 model_new(struct loop *l, const struct model_config *c, struct hosttools *h,
@@ -127,7 +133,13 @@ model_free(struct model *m)
 long long
 model_total_tokens(const struct model *m)
 {
-	return m->total_tokens;
+	return m->usage.total;
+}
+
+void
+model_usage(const struct model *m, struct model_usage *u)
+{
+	*u = m->usage;
 }
 
 void
@@ -385,8 +397,12 @@ round_done(struct call *c)
 	enum host_verdict v;
 	char *err = NULL, buf[96];
 
-	if (u != NULL)
-		c->m->total_tokens += u->total_tokens;
+	if (u != NULL) {
+		c->m->usage.input += u->input_tokens;
+		c->m->usage.cached += u->cached_tokens;
+		c->m->usage.output += u->output_tokens;
+		c->m->usage.total += u->total_tokens;
+	}
 	v = hosttools_handle(c->m->h, resp, &c->b, c->m->red, &outputs, &err);
 	if (v == HOST_ABORT) {
 		json_decref(outputs);

@@ -102,5 +102,17 @@ void model_set_outage_observer(struct model *m, model_outage_fn *fn,
 
 /* Exact tokens from `usage` of completed responses, whole run. */
 long long model_total_tokens(const struct model *m);
+/* 1 while a call (a request, its retries or an outage wait) is open. */
+int model_busy(const struct model *m);
+
+/* The same usage by kind, what prices apply to (price.h). */
+struct model_usage {
+	long long input;	/* all input tokens, cached ones included */
+	long long cached;	/* the cached part of input */
+	long long output;	/* reasoning tokens included */
+	long long total;	/* as model_total_tokens() */
+};
+
+void model_usage(const struct model *m, struct model_usage *u);
 
 #endif

@@ -10,13 +10,28 @@
 #include <systemd/sd-daemon.h>
 
 static uint64_t watchdog_ms;
+static notify_alive_fn *alive_fn;
+static void *alive_ctx;
 
+/*
+ * The loop turned (this timer ran); the ping goes out only if the owner
+ * also says something is alive within its own deadline, so a supervisor
+ * waiting for nothing is restarted like a stuck one.
+ */
 static void
 watchdog_ping(struct loop *l, void *ctx)
 {
 	(void)ctx;
-	(void)sd_notify(0, "WATCHDOG=1");
+	if (alive_fn == NULL || alive_fn(alive_ctx))
+		(void)sd_notify(0, "WATCHDOG=1");
 	(void)loop_timer(l, watchdog_ms, watchdog_ping, NULL);
+}
+
+void
+notify_set_alive(notify_alive_fn *fn, void *ctx)
+{
+	alive_fn = fn;
+	alive_ctx = ctx;
 }
 
 void
@@ -45,6 +60,14 @@ notify_stopping(void)
 }
 
 void
+notify_sanitize(char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = ' ';
+}
+
+void
 notify_status(const char *fmt, ...)
 {
 	char msg[512];
@@ -55,6 +78,7 @@ notify_status(const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	notify_sanitize(msg);
 	(void)sd_notifyf(0, "STATUS=%s", msg);
 }
 

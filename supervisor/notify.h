@@ -12,6 +12,18 @@
 
 /* Starts the watchdog pings when WATCHDOG_USEC asks for them. */
 void notify_init(struct loop *l);
+/*
+ * Pings are sent only while fn(ctx) says the run makes progress (a cell,
+ * a model call, a wait with its own deadline is alive); NULL: whenever
+ * the loop turns.
+ */
+typedef int notify_alive_fn(void *ctx);
+void notify_set_alive(notify_alive_fn *fn, void *ctx);
+/*
+ * Control characters (a newline would start a new assignment such as
+ * WATCHDOG=trigger) become spaces, in place.
+ */
+void notify_sanitize(char *s);
 void notify_ready(void);
 void notify_status(const char *fmt, ...) LOG_PRINTF(1, 2);
 void notify_stopping(void);

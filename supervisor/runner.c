@@ -204,6 +204,12 @@ runner_current(struct runner *r)
 	return r->current;
 }
 
+int
+runner_busy(const struct runner *r)
+{
+	return r != NULL && (r->current != NULL || r->pending != NULL);
+}
+
 const struct worker *
 runner_worker(const struct runner *r)
 {

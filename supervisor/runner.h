@@ -88,6 +88,9 @@ struct cell *runner_restore(struct runner *r, const json_t *in,
 
 struct cells *runner_cells(struct runner *r);
 struct cell *runner_current(struct runner *r);	/* running cell or NULL */
+/* 1 while a cell runs or waits for a worker (each has its own deadline:
+ * the cell's timeout, the worker's ready timeout). */
+int runner_busy(const struct runner *r);
 struct cell *runner_last(struct runner *r);	/* newest or NULL */
 const struct worker *runner_worker(const struct runner *r);
 /* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/fdio.h"
+#include "supervisor/price.h"
 
 #define FRAME_MS 100
 
@@ -25,9 +26,11 @@ static struct {
 	unsigned tick;
 	unsigned cell;
 	char summary[160];
+	char waiting[160];	/* a model outage being waited out, or "" */
 	size_t streaming;	/* delta bytes of the current request */
 	long long total;
-} tui;
+	double cost;		/* USD; < 0 unknown */
+} tui = { .cost = -1 };
 
 static void
 put(const char *s, size_t n)
@@ -61,7 +64,7 @@ static void
 draw(void)
 {
 	static const char spin[] = "|/-\\";
-	char bar[512], frame[700], tokens[64];
+	char bar[512], frame[700], tokens[64], cost[48], money[32];
 	int n;
 
 	if (tui.streaming > 0)
@@ -69,9 +72,14 @@ draw(void)
 		    tui.streaming / 4);
 	else
 		tokens[0] = '\0';
-	(void)snprintf(bar, sizeof bar, " %c cell %u: %s | %stotal %lld "
-	    "tokens", spin[tui.tick % 4], tui.cell, tui.summary, tokens,
-	    tui.total);
+	cost[0] = '\0';
+	if (tui.cost >= 0)
+		(void)snprintf(cost, sizeof cost, ", %s", price_format(tui.cost,
+		    money, sizeof money));
+	(void)snprintf(bar, sizeof bar, " %c cell %u: %s | %s%s%stotal %lld "
+	    "tokens%s", spin[tui.tick % 4], tui.cell, tui.summary,
+	    tui.waiting, tui.waiting[0] != '\0' ? " | " : "", tokens,
+	    tui.total, cost);
 	if (strlen(bar) > tui.cols)
 		bar[tui.cols] = '\0';
 	n = snprintf(frame, sizeof frame, "\0337\033[%u;1H\033[2K\033[7m%s"
@@ -138,18 +146,30 @@ tui_active(void)
 	return tui.active;
 }
 
-void
-tui_set_cell(unsigned n, const char *summary)
+/* Text for the bar, control characters made spaces. */
+static void
+set_text(char *dst, size_t len, const char *src)
 {
 	char *p;
 
-	tui.cell = n;
-	(void)snprintf(tui.summary, sizeof tui.summary, "%s",
-	    summary != NULL ? summary : "");
-	/* the model wrote it: no escape sequence reaches the terminal */
-	for (p = tui.summary; *p != '\0'; p++)
+	(void)snprintf(dst, len, "%s", src != NULL ? src : "");
+	for (p = dst; *p != '\0'; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = ' ';
+}
+
+void
+tui_set_cell(unsigned n, const char *summary)
+{
+	tui.cell = n;
+	/* the model wrote it: no escape sequence reaches the terminal */
+	set_text(tui.summary, sizeof tui.summary, summary);
+}
+
+void
+tui_set_waiting(const char *what)
+{
+	set_text(tui.waiting, sizeof tui.waiting, what);
 }
 
 void
@@ -163,6 +183,12 @@ tui_set_total(long long tokens)
 {
 	tui.total = tokens;
 	tui.streaming = 0;
+}
+
+void
+tui_set_cost(double usd)
+{
+	tui.cost = usd;
 }
 
 void

@@ -23,6 +23,11 @@ int tui_active(void);
 void tui_set_cell(unsigned n, const char *summary);
 void tui_set_streaming(size_t delta_bytes);
 void tui_set_total(long long tokens);
+/* The money spent so far (USD), shown after the tokens; < 0: no price is
+ * known, nothing shown (the start). */
+void tui_set_cost(double usd);
+/* A model outage being waited out ("" or NULL: none), shown in the bar. */
+void tui_set_waiting(const char *what);
 /* While input() waits for a line the bar is not redrawn. */
 void tui_pause(int paused);
 

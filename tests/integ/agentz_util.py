@@ -104,3 +104,36 @@ def kill_marked(marker):
             except OSError:
                 pass
         time.sleep(0.05)
+
+
+def pty_run(argv, cwd, env, cols=100, rows=24, timeout=60):
+    """Runs argv on a real pseudo-terminal of rows x cols; returns
+    (exit code, everything it wrote, decoded)."""
+    import fcntl
+    import select
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols,
+                                                       0, 0))
+    p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave,
+                         stderr=slave, close_fds=True)
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([master], [], [], 1)
+        if not r:
+            if p.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:         # EIO: the slave side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait(timeout=30)
+    os.close(master)
+    return p.returncode, out.decode("utf-8", "replace")

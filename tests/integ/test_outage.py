@@ -12,6 +12,7 @@ upper bound on how long an ended wait may linger.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -320,3 +321,23 @@ def test_outage_is_journaled_and_notified(tmp_path):
     assert abs(out[0]["since"] - time.time()) < 60
     status = [m for m in msgs if "STATUS=waiting for the model" in m]
     assert len(status) == 2, msgs
+
+
+def test_the_status_bar_says_it_is_waiting(tmp_path):
+    # On a terminal the bar (reverse video) names the outage while the
+    # call waits.
+    from agentz_util import pty_run
+    with ModelServer(submit(PROBE) + [
+            {"kind": "http_error", "status": 503, "repeat": 3,
+             "error": {"message": "Overloaded, try later."}},
+            {"text": "AFTER-OUTAGE"}]) as srv:
+        e = env()
+        e["HOME"] = str(tmp_path)
+        e["TERM"] = "xterm"
+        rc, text = pty_run(command(srv.base_url, ["--outage-patience", "30"]),
+                           tmp_path, e, cols=200)
+    assert rc == 0, text[-3000:]
+    bars = re.findall(r"\x1b\[7m([^\x1b]*)\x1b\[0m", text)
+    waiting = [b for b in bars if "waiting for the model" in b]
+    assert waiting, bars[-5:]
+    assert "Overloaded, try later." in waiting[0] or "503" in waiting[0]

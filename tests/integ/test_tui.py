@@ -1,16 +1,11 @@
 """The terminal UI: a status bar on a TTY, plain lines otherwise."""
-import fcntl
 import os
 import re
-import select
-import struct
 import subprocess
-import termios
-import time
 
 from model_server import ModelServer
 
-from agentz_util import AGENTZ
+from agentz_util import AGENTZ, pty_run
 
 SCRIPT = [
     {"match": "Submit the first Python cell",
@@ -29,32 +24,10 @@ def env():
 
 
 def test_status_bar_on_a_tty(tmp_path):
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     with ModelServer(SCRIPT) as srv:
-        p = subprocess.Popen([AGENTZ, "--base-url", srv.base_url, "task"],
-                             cwd=tmp_path, env=env(), stdin=slave,
-                             stdout=slave, stderr=slave, close_fds=True)
-        os.close(slave)
-        out = b""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([master], [], [], 1)
-            if not r:
-                if p.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:         # EIO: the slave side closed
-                break
-            if not chunk:
-                break
-            out += chunk
-        p.wait(timeout=30)
-        os.close(master)
-    assert p.returncode == 0, out[-2000:]
-    text = out.decode("utf-8", "replace")
+        rc, text = pty_run([AGENTZ, "--base-url", srv.base_url, "task"],
+                           tmp_path, env())
+    assert rc == 0, text[-2000:]
     assert "\x1b[1;23r" in text                   # scroll region above the bar
     assert "\x1b[24;1H" in text                   # the bar on the last row
     assert "cell 1: Work a little." in text
