@@ -41,11 +41,13 @@ extern char **environ;
 #include "supervisor/price.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
+#include "supervisor/said.h"
 #include "supervisor/sig.h"
 #include "supervisor/tui.h"
 #include "supervisor/view.h"
 
 #define MAX_FAILURES 3
+#define SAID_MAX 300	/* bytes of the model's words in a log line */
 #define RECOVERY_SUMMARY \
 	"Analyze the previous cell's error and generate repair code."
 #define RECOVERY_PREFIX "Repair the failed cell and continue the original " \
@@ -69,7 +71,9 @@ struct agent {
 	/* a repair request in flight: its successor becomes cell recovery_for */
 	int recovering;
 	uint32_t recovery_for;
-	unsigned failures;
+	/* consecutive failures: failed cells and repair requests that gave
+	 * no cell; failed_cells counts only the cells (that ran) */
+	unsigned failures, failed_cells;
 	struct cell *failed;	/* the record the repair is about */
 	struct journal *journal;	/* NULL: not journaled */
 	json_t *records;		/* the journal read back (--resume) */
@@ -238,7 +242,7 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	    "cell", (int)(for_recovery && a->failed != NULL ? a->failed->n :
 	    cell), "code", code, len, "summary", summary, "repair",
 	    for_recovery));
-	return SUBMIT_OK;
+	return for_recovery ? SUBMIT_REPAIR : SUBMIT_OK;
 }
 
 static struct host_binding
@@ -495,20 +499,38 @@ mark_no_successor(struct cell *c)
 	    "with set_next_cell_code");
 }
 
-static void
-failed(struct agent *a, struct cell *c)
+/* Stops the run once the consecutive failures reach MAX_FAILURES, saying
+ * how many cells failed and how many repair requests gave no cell. */
+static int
+too_many_failures(struct agent *a, uint32_t last)
 {
-	char why[128];
+	unsigned asked = a->failures - a->failed_cells;
+	char why[192];
 
-	a->failures++;
-	a->failed = c;
-	if (a->failures >= MAX_FAILURES) {
+	if (a->failures < MAX_FAILURES)
+		return 0;
+	if (asked == 0)
 		(void)snprintf(why, sizeof why, "stopping: %u consecutive failed "
-		    "cells (the last is cell %u)", a->failures, c->n);
-		stop(a, EXIT_FAILED, why);
-		return;
-	}
-	start_recovery(a);
+		    "cells (the last is cell %u)", a->failures, last);
+	else
+		(void)snprintf(why, sizeof why, "stopping: %u consecutive "
+		    "failures: %u failed cell%s (the last is cell %u) and %u "
+		    "repair request%s that gave no cell", a->failures,
+		    a->failed_cells, a->failed_cells == 1 ? "" : "s", last,
+		    asked, asked == 1 ? "" : "s");
+	stop(a, EXIT_FAILED, why);
+	return 1;
+}
+
+/* ran: c is a cell that ran and failed, not a repair that gave none. */
+static void
+failed(struct agent *a, struct cell *c, int ran)
+{
+	a->failures++;
+	a->failed_cells += ran != 0;
+	a->failed = c;
+	if (!too_many_failures(a, c->n))
+		start_recovery(a);
 }
 
 /* --- hard stops outside the model (SPEC §8) ----------------------------- */
@@ -629,11 +651,26 @@ a_finished(void *ctx, struct cell *c)
 	} else if (over_budget(a, c)) {
 		return;
 	} else if (c->status == CELL_OK) {
-		a->failures = 0;
+		a->failures = a->failed_cells = 0;
 		run_cell(a, a->succ_code, a->succ_len, a->succ_summary, c->n);
 	} else {
-		failed(a, c);
+		failed(a, c, 1);
 	}
+}
+
+/* The repair answer held no cell: say what the model said instead. */
+static void
+no_repair_cell(const struct agent *a, const json_t *resp)
+{
+	char *said = said_text(resp, a->red, SAID_MAX);
+
+	if (said != NULL && *said != '\0')
+		log_warnx("the model did not submit a repair cell; it said: %s",
+		    said);
+	else
+		log_warnx("the model did not submit a repair cell (its answer "
+		    "held no text)");
+	free(said);
 }
 
 static void
@@ -655,8 +692,8 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 		return;
 	}
 	if (type == NULL)
-		log_warnx("the model did not submit a repair cell");
-	failed(a, a->failed);
+		no_repair_cell(a, resp);
+	failed(a, a->failed, 0);
 }
 
 static void
@@ -856,8 +893,7 @@ setup_model(struct agent *a)
 	struct model_config mc;
 	const char *key = getenv("OPENAI_API_KEY");
 
-	if ((key == NULL || *key == '\0') &&
-	    strstr(a->cfg.base_url, "api.openai.com") != NULL) {
+	if ((key == NULL || *key == '\0') && config_needs_key(a->cfg.base_url)) {
 		log_warnx("OPENAI_API_KEY is not set (in the environment or "
 		    "./.env), and the model is at %s", a->cfg.base_url);
 		return -1;
@@ -1112,6 +1148,7 @@ restore_cells(struct agent *a)
 		if (c->kind == KIND_RESTART)
 			continue;	/* not the code's doing: counts neither way */
 		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
+		a->failed_cells = a->failures;
 		if ((sig = failure_signature(c)) != NULL)
 			(void)count_failure(a, c, sig);
 		free(sig);
@@ -1177,7 +1214,6 @@ continue_from(struct agent *a, struct cell *last, const json_t *s)
 	const json_t *code = json_object_get(s, "code");
 	const json_t *repair = json_object_get(s, "repair");
 	int code_failed = last->status != CELL_OK && last->kind != KIND_RESTART;
-	char why[128];
 
 	if (s != NULL && !code_failed && !json_is_true(repair)) {
 		run_cell(a, json_string_value(code), json_string_length(code),
@@ -1186,10 +1222,8 @@ continue_from(struct agent *a, struct cell *last, const json_t *s)
 	} else if (s != NULL && code_failed && !json_is_false(repair)) {
 		run_cell(a, json_string_value(code), json_string_length(code),
 		    RECOVERY_SUMMARY, -1);
-	} else if (a->failures >= MAX_FAILURES) {
-		(void)snprintf(why, sizeof why, "stopping: %u consecutive failed "
-		    "cells (the last is cell %u)", a->failures, last->n);
-		stop(a, EXIT_FAILED, why);
+	} else if (too_many_failures(a, last->n)) {
+		return;
 	} else {
 		a->failed = last;	/* already counted by restore_cells */
 		start_recovery(a);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "proto/proto.h"
@@ -136,7 +137,8 @@ static const char agent_tail[] =
     "  cannot start, 4 a hard stop ended the run, 5 the journal cannot be\n"
     "  written, 130 interrupted\n"
     "environment: OPENAI_API_KEY (also from ./.env or\n"
-    "  $CREDENTIALS_DIRECTORY/openai_api_key), OPENAI_BASE_URL, AGENTZ_MODEL,\n"
+    "  $CREDENTIALS_DIRECTORY/openai_api_key; only api.openai.com needs it),\n"
+    "  OPENAI_BASE_URL, AGENTZ_MODEL,\n"
     "  AGENTZ_JOURNAL, AGENTZ_SECRETS (more variable names to redact, comma-\n"
     "  separated), AGENTZ_RUNTIME_INFO (JSON for RUNTIME_INFO),\n"
     "  NOTIFY_SOCKET and WATCHDOG_USEC (systemd)\n";
@@ -523,4 +525,24 @@ config_worker_path(const struct config *c)
 		(void)snprintf(p, (size_t)n + 32, "%.*s/agentz-worker",
 		    (int)(slash - self), self);
 	return p;
+}
+
+int
+config_needs_key(const char *base_url)
+{
+	static const char openai[] = "api.openai.com";
+	const char *host = strstr(base_url, "://"), *at;
+	size_t n;
+
+	host = host != NULL ? host + 3 : base_url;
+	n = strcspn(host, "/?#");
+	/* user:password@host: the host comes after the last '@' */
+	while ((at = memchr(host, '@', n)) != NULL) {
+		n -= (size_t)(at + 1 - host);
+		host = at + 1;
+	}
+	n = strcspn(host, ":/?#");
+	if (n > 0 && host[n - 1] == '.')
+		n--;
+	return n == sizeof openai - 1 && strncasecmp(host, openai, n) == 0;
 }

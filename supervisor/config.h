@@ -79,6 +79,12 @@ int config_parse(struct config *c, int argc, char **argv, const char *cmd);
 void config_clear(struct config *c);
 /* agentz-worker next to our own executable, unless --worker says. */
 char *config_worker_path(const struct config *c);
+/*
+ * 1 when a run against base_url needs an API key: its host is OpenAI's
+ * (api.openai.com, any case, with or without a port or trailing dot).
+ * Other servers (a local model, a proxy) may need none: 0.
+ */
+int config_needs_key(const char *base_url);
 /* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
 int config_size(const char *s, uint64_t *out);
 

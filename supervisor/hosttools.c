@@ -151,8 +151,13 @@ run_submit(const json_t *args, const struct host_binding *b, char **err)
 	switch (b->submit(b->ctx, b->cell, json_string_value(code),
 	    json_string_length(code), summary)) {
 	case SUBMIT_OK:
-		(void)snprintf(buf, sizeof buf, "Registered as the next cell; it "
-		    "runs after cell %u ends.", b->cell);
+		(void)snprintf(buf, sizeof buf, "Registered as the next cell "
+		    "(cell %u); it runs after cell %u ends.", b->cell + 1,
+		    b->cell);
+		return strdup(buf);
+	case SUBMIT_REPAIR:
+		(void)snprintf(buf, sizeof buf, "Registered as the repair cell; "
+		    "it runs next, as cell %u.", b->cell);
 		return strdup(buf);
 	case SUBMIT_ALREADY:
 		(void)snprintf(buf, sizeof buf, "cell %u already has a successor;"

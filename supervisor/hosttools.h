@@ -24,6 +24,7 @@
 /* What set_next_cell_code reports back to the host's owner. */
 enum submit_result {
 	SUBMIT_OK,
+	SUBMIT_REPAIR,		/* registered as the repair cell, cell b->cell */
 	SUBMIT_ALREADY,		/* the cell already has a successor */
 	SUBMIT_INACTIVE		/* the cell has finished */
 };

@@ -539,6 +539,14 @@ req_attempt_done(struct http_req *r, CURLcode rc)
 		res.aborted = 1;
 		res.partial = r->delivered;
 		req_finish(r, &res);
+	} else if (r->status >= 200 && r->status < 300 && rc == CURLE_OK &&
+	    !r->delivered) {
+		/* No byte of a body to stream: a connection that broke. */
+		(void)snprintf(r->errbuf, sizeof r->errbuf, "HTTP %ld with an "
+		    "empty body (the server closed the response before its "
+		    "first byte)", r->status);
+		if (!req_retry(r))
+			req_fail_transport(r, r->errbuf, 1);
 	} else if (r->status >= 200 && r->status < 300 && rc == CURLE_OK) {
 		if (req_status(r)) {
 			reap_zombies(h);

@@ -8,8 +8,8 @@
  * Each request retries on its own, up to max_retries times: on HTTP 408,
  * 409, 429 (but not one whose body says insufficient_quota) and every
  * 5xx, and on transport failures (refused, reset, DNS, connect timeout,
- * a 2xx that breaks before its first body byte) that happen before any
- * body byte reached the data callback. The delay is the server's
+ * a 2xx that breaks before its first body byte, a 2xx whose body is
+ * empty) that happen before any body byte reached the data callback. The delay is the server's
  * retry-after-ms or retry-after (seconds or an HTTP date; capped at
  * HTTP_RETRY_AFTER_MAX_MS), else base_backoff_ms * 2^retries with equal
  * jitter, capped at HTTP_BACKOFF_MAX_MS. An `x-should-retry: true` or

@@ -585,6 +585,8 @@ serve_input(struct runner *r, const struct msg_request *q)
 		reply_error(r, q->id, "EOFError",
 		    "EOF when reading a line (no terminal)");
 	} else {
+		/* what the cell printed before input() comes first */
+		worker_drain_output(r->w);
 		if (prompt != NULL && *prompt != '\0')
 			w_output(r->w, 1, prompt, strlen(prompt), r);
 		r->input_id = q->id;

@@ -522,6 +522,17 @@ drain_pipe(struct worker *w, int fd, unsigned rounds)
 	return 1;
 }
 
+/* 16 reads of READ_CHUNK: 1 MiB, the most an unprivileged worker can
+ * make a pipe hold (F_SETPIPE_SZ up to pipe-max-size). */
+void
+worker_drain_output(struct worker *w)
+{
+	if (w->out >= 0)
+		(void)drain_pipe(w, w->out, 16);
+	if (w->err >= 0)
+		(void)drain_pipe(w, w->err, 16);
+}
+
 /* Everything written to the pipes before now (a DONE or a death). */
 static void
 drain_all(struct worker *w)

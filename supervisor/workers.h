@@ -92,6 +92,12 @@ int worker_reply(struct worker *w, uint64_t id, uint32_t status,
     const char *body, size_t len);
 int worker_event(struct worker *w, uint64_t id, const char *body,
     size_t len);
+/*
+ * Reads what the worker's stdout and stderr pipes hold now (at most one
+ * pipe's capacity each) and hands it to ops.output, so output written
+ * before a request is shown before what answers the request.
+ */
+void worker_drain_output(struct worker *w);
 /* SIGINT to the worker (the running cell sees KeyboardInterrupt). */
 int worker_interrupt(struct worker *w);
 /* SIGKILL to the worker's whole process tree; death is reported later. */

@@ -85,9 +85,27 @@ def _wrap(v):
 
 
 class Response(_Obj):
-    """The final Response of call_me (attribute access like the OpenAI SDK)."""
+    """The final Response of call_me (attribute access like the OpenAI SDK).
+
+    A field the SDK types as optional reads as None when the server left it
+    out (local servers often send no usage), as in the SDK.
+    """
 
     __slots__ = ()
+
+    _OPTIONAL = frozenset((
+        "background", "completed_at", "conversation", "error",
+        "incomplete_details", "instructions", "max_output_tokens",
+        "max_tool_calls", "metadata", "previous_response_id", "prompt",
+        "prompt_cache_key", "prompt_cache_retention", "reasoning",
+        "safety_identifier", "service_tier", "status", "temperature", "text",
+        "top_logprobs", "top_p", "truncation", "usage", "user"))
+
+    def __getattr__(self, name):
+        d = self._d
+        if isinstance(d, dict) and name not in d and name in Response._OPTIONAL:
+            return None
+        return _Obj.__getattr__(self, name)
 
     @property
     def output_text(self):

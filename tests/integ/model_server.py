@@ -93,7 +93,7 @@ answer is HTTP 500 ``{"error":{"message":"script exhausted: ...","type":
 
 Keys every turn accepts:
   kind           "response" (default), "stream_error", "drop", "invalid_json",
-                 "http_error", "replay", "big"
+                 "http_error", "replay", "big", "empty"
   match          substring, or list of substrings that must all appear in the
                  request: checked against the raw body, its canonical JSON
                  dump, and every string value in it (so "a\\nb" matches a real
@@ -212,6 +212,12 @@ Examples, one per kind:
       at: index of the event whose data is replaced (default 2); data: the
       replacement (default: the event's JSON cut in half).  The rest of the
       stream is normal.
+  empty body (a 2xx whose body has not one byte):
+    {"kind": "empty", "status": 200, "end": "close"}
+      status: default 200; end: "close" (default: no content-length, no
+      chunking, the connection closed right after the headers, so the body
+      is what came before the close: nothing), "length" (content-length: 0)
+      or "chunked" (the zero-length chunk at once).
   slow stream (any streamed kind):
     {"text": "slow answer", "delay": 0.05, "pause_after": 2, "pause": 1.5}
   replay a recorded body verbatim:
@@ -281,7 +287,9 @@ KIND_KEYS = {
     "big": (COMMON_KEYS | STREAM_KEYS
             | {"mb", "bytes", "delta_size", "obfuscation", "phase", "calls",
                "next_cell", "usage", "response"}),
+    "empty": COMMON_KEYS | {"status", "end"},
 }
+EMPTY_ENDS = ("close", "length", "chunked")
 FRAMING_KEYS = {"event_lines", "done_marker", "preamble", "crlf",
                 "sequence_number"}
 TERMINALS = ("error_then_failed", "error", "failed")
@@ -340,6 +348,8 @@ class Turn:
         if kind == "stream_error" and spec.get("terminal",
                                                TERMINALS[0]) not in TERMINALS:
             self._fail(f"terminal must be one of {TERMINALS}")
+        if kind == "empty" and spec.get("end", "close") not in EMPTY_ENDS:
+            self._fail(f"end must be one of {EMPTY_ENDS}")
         if kind == "big" and not (spec.get("mb") or spec.get("bytes")):
             self._fail("big needs mb or bytes")
         if kind == "replay":
@@ -916,6 +926,7 @@ class Plan:
         self.pause_after = None
         self.pause = 0.0
         self.chunk_size = None
+        self.no_length = False          # neither content-length nor chunked
 
 
 ERROR_DEFAULTS = {
@@ -1010,6 +1021,18 @@ def plan_content(spec, req, raw_len, resp_id, stream):
                 yield fr.event(d)
         yield from fr.end()
     return Plan(200, stream_headers(), pieces=gen(), store=final)
+
+
+def plan_empty(spec):
+    status = spec.get("status", 200)
+    end = spec.get("end", "close")
+    if end == "chunked":
+        return Plan(status, stream_headers(), pieces=iter(()))
+    p = Plan(status, stream_headers(), body=b"")
+    if end == "close":
+        p.end = "truncate"
+        p.no_length = True
+    return p
 
 
 def plan_drop(spec, fr, events):
@@ -1318,7 +1341,8 @@ class Handler(BaseHTTPRequestHandler):
                 h[k] = str(v)
         if chunked:
             h["transfer-encoding"] = "chunked"
-        elif "content-length" not in {k.lower() for k in h}:
+        elif not plan.no_length and "content-length" not in {k.lower()
+                                                             for k in h}:
             h["content-length"] = str(len(plan.body or b""))
         for k, v in h.items():
             self.send_header(k, v)
@@ -1650,6 +1674,8 @@ class ModelServer:
             plan = plan_replay(spec, stream)
         elif kind == "big":
             plan = plan_big(spec, body, raw_len, resp_id, stream)
+        elif kind == "empty":
+            plan = plan_empty(spec)
         else:
             plan = plan_content(spec, body, raw_len, resp_id, stream)
         plan.extra_headers = spec.get("headers") or {}

@@ -146,6 +146,25 @@ test_config_size(void **state)
 	assert_int_equal(config_size("", &v), -1);
 }
 
+/* Only OpenAI's own host needs a key; local servers and proxies do not. */
+static void
+test_config_needs_key(void **state)
+{
+	(void)state;
+	assert_true(config_needs_key("https://api.openai.com/v1"));
+	assert_true(config_needs_key("HTTPS://API.OpenAI.com/v1"));
+	assert_true(config_needs_key("https://api.openai.com:443/v1"));
+	assert_true(config_needs_key("https://api.openai.com./v1"));
+	assert_true(config_needs_key("https://u:p@api.openai.com/v1"));
+	assert_true(config_needs_key("api.openai.com/v1"));
+	assert_false(config_needs_key("http://127.0.0.1:8080/v1"));
+	assert_false(config_needs_key("http://localhost/proxy/api.openai.com/v1"));
+	assert_false(config_needs_key("http://api.openai.com.localhost:9/v1"));
+	assert_false(config_needs_key("http://api.openai.com@127.0.0.1/v1"));
+	assert_false(config_needs_key("https://openrouter.ai/api/v1"));
+	assert_false(config_needs_key("http://x/v1?u=api.openai.com"));
+}
+
 /* --- rewrite ------------------------------------------------------------- */
 
 static const struct model_settings settings = {
@@ -525,6 +544,7 @@ main(void)
 		cmocka_unit_test(test_capture_one_huge_chunk),
 		cmocka_unit_test(test_utf8_sanitize),
 		cmocka_unit_test(test_config_size),
+		cmocka_unit_test(test_config_needs_key),
 		cmocka_unit_test(test_rewrite_effort_only_goes_up),
 		cmocka_unit_test(test_rewrite_engine_fields_tools_and_extra_body),
 		cmocka_unit_test(test_rewrite_rejects_non_object),

@@ -305,6 +305,36 @@ sc_midhead(int c, const struct srq *q, int n)
 		put(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
 }
 
+/* A 2xx with an empty body: of length 0, ended by the close, or chunked. */
+static void
+sc_empty0(int c, const struct srq *q, int n)
+{
+	if (n > 1)
+		sc_ok(c, q, n);
+	else
+		put(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+}
+
+static void
+sc_emptyclose(int c, const struct srq *q, int n)
+{
+	if (n > 1)
+		sc_ok(c, q, n);
+	else
+		put(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+}
+
+static void
+sc_emptychunk(int c, const struct srq *q, int n)
+{
+	if (n > 1) {
+		sc_ok(c, q, n);
+	} else {
+		chunked(c);
+		put(c, "0\r\n\r\n");
+	}
+}
+
 static void
 sc_mid(int c, const struct srq *q, int n)
 {
@@ -367,6 +397,8 @@ static const struct {
 	{ "a503", sc_a503 }, { "a503ra", sc_a503ra }, { "e401", sc_e401 },
 	{ "big401", sc_big401 }, { "xsr", sc_xsr }, { "xsrf", sc_xsrf },
 	{ "drop", sc_drop }, { "reset", sc_reset }, { "midhead", sc_midhead },
+	{ "empty0", sc_empty0 }, { "emptyclose", sc_emptyclose },
+	{ "emptychunk", sc_emptychunk },
 	{ "mid", sc_mid }, { "slow", sc_slow }, { "slowhead", sc_slowhead },
 	{ "delay", sc_delay }, { "stream", sc_stream },
 };
@@ -929,13 +961,14 @@ test_x_should_retry(void **state)
 	got_clear(&no);
 }
 
-/* Closed without a response, reset, and a 2xx that closes before its
- * first body byte: all retried; the failed 2xx is never announced. */
+/* Closed without a response, reset, a 2xx that closes before its first
+ * body byte, and a 2xx with an empty body: all retried; the failed 2xx is
+ * never announced. */
 static void
 test_drop_before_body_retried(void **state)
 {
 	static const char *const paths[] = { "/drop/a", "/reset/a",
-	    "/midhead/a" };
+	    "/midhead/a", "/empty0/a", "/emptyclose/a", "/emptychunk/a" };
 	struct http_request_opts o = { .base_backoff_ms = 1 };
 	size_t i;
 
