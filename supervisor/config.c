@@ -132,7 +132,7 @@ static const char worker_help[] =
     "  --no-default-masks   do not mask the usual secret folders of homes\n";
 
 static const char agent_tail[] =
-    "exit status: 0 after quit(), 1 three consecutive cells failed, 2 usage\n"
+    "exit status: 0 after quit(), 1 three consecutive failures, 2 usage\n"
     "  error, no API key or a journal that is corrupt or in use, 3 the worker\n"
     "  cannot start, 4 a hard stop ended the run, 5 the journal cannot be\n"
     "  written, 130 interrupted\n"
