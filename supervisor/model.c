@@ -585,6 +585,11 @@ model_end(struct model *m, uint64_t id, const char *why)
 	if (c->http_id != 0)	/* closes the connection (curl: premature) */
 		http_cancel(m->http, c->http_id);
 	c->http_id = 0;
+	if (c->out_tries > 0) {		/* an outage wait ends with it */
+		log_warnx("stopped waiting for the model: %s", why);
+		if (outage_report(c, 0, -1, why))
+			return 0;	/* the observer cancelled it: no done */
+	}
 	finish(c, NULL, "ModelError", why);	/* call_free ends a wait */
 	return 1;
 }

@@ -95,8 +95,9 @@ void model_cancel(struct model *m, uint64_t id);
  * Ends a call at once, whatever it is doing (a request or its retry
  * pending, an outage wait, a continuation round): its HTTP connection is
  * closed, so the server stops streaming, and ops->done runs before this
- * returns with "ModelError" and why. Returns 1, or 0 when no call id is
- * open (nothing runs then).
+ * returns with "ModelError" and why. An outage wait is reported over (-1)
+ * first. Returns 1, or 0 when no call id is open or the outage observer
+ * cancelled it (ops->done did not run then).
  */
 int model_end(struct model *m, uint64_t id, const char *why);
 /*

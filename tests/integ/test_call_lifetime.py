@@ -300,3 +300,44 @@ def test_host_outputs_are_dropped_when_their_cell_is_over(tmp_path):
 
     assert outputs("SAME-CELL-OUT") == {"ext1", "h1"}
     assert outputs("NEXT-CELL-OUT") == {"ext1"}
+
+
+def test_worker_death_ends_an_outage_wait(tmp_path):
+    # The cell's call meets an outage (503 every time, no quick retries):
+    # the call waits it out on a timer. The worker dies during the wait:
+    # the wait ends with it, and the record says the call was cancelled.
+    fifo = tmp_path / "die"
+    os.mkfifo(fifo)
+    cell1 = code("""
+        import os, threading
+        def die():
+            open('die').read()
+            os._exit(7)
+        threading.Thread(target=die, daemon=True).start()
+        call_me(input='OUTAGE-CALL')
+        """)
+    script = [
+        {"match": "Submit the first Python cell",
+         "next_cell": {"code": cell1, "summary": "call into an outage"}},
+        {"match": "Submit the first Python cell", "text": "ok"},
+        # the repair request quotes the cell: matched first
+        {"match": "Repair the failed cell",
+         "next_cell": {"code": "quit()\n", "summary": "stop"}},
+        {"match": "Repair the failed cell", "text": "ok"},
+        {"match": "OUTAGE-CALL", "kind": "http_error", "status": 503,
+         "repeat": "forever"},
+    ]
+    with ModelServer(script) as srv:
+        p = start(srv, tmp_path, ["--cell-timeout", "600", "--max-retries",
+                                  "0"])
+        try:
+            # the first try and one try after a wait: the call waits
+            assert srv.wait_for_requests(4, timeout=60 * SLOW), srv.requests
+            poke(fifo)
+        finally:
+            out, err = finish(p)
+    assert p.returncode == 0, show(p, out, err)
+    rec = repair_record(srv)
+    assert rec is not None and rec["kind"] == "crashed", srv.requests
+    assert rec["model_calls_cancelled"] == 1, rec
+    assert "stopped waiting for the model: cell 1 was killed" in err, err
