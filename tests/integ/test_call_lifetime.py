@@ -20,6 +20,8 @@ import sys
 import textwrap
 import threading
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentz_util import AGENTZ, SAN  # noqa: E402
 from model_server import ModelServer  # noqa: E402
@@ -95,12 +97,18 @@ def repair_record(srv):
     return None
 
 
-def killed_script(cell1, held="HELD-CALL"):
+# The cut call's answer: held back at a gate, or a stream that would take
+# 100 s (2000 events, 50 ms apart).
+HELD = {"hold": "never", "text": "never sent"}
+STREAMING = {"text": "y" * 2000, "delta_size": 1, "delay": 0.05}
+
+
+def killed_script(cell1, answer=None):
     return [
         {"match": "Submit the first Python cell",
          "next_cell": {"code": cell1, "summary": "call and get cut"}},
         {"match": "Submit the first Python cell", "text": "ok"},
-        {"match": held, "hold": "never", "text": "never sent"},
+        dict(answer or HELD, match="HELD-CALL"),
         # held until the test saw the disconnect: the run (and with it
         # every connection) goes on until then
         {"match": "Repair the failed cell", "hold": "repair",
@@ -121,15 +129,17 @@ def check_cancelled(srv, held_index, want_kind):
             and r["index"] != held_index] == []
 
 
-def test_timed_out_cell_killed_cancels_its_call(tmp_path):
+@pytest.mark.parametrize("answer", ["held", "streaming"])
+def test_timed_out_cell_killed_cancels_its_call(tmp_path, answer):
     # The cell ignores the interrupt, so after --grace it is killed; its
-    # call_me is held by the server all along.
+    # call_me is held by the server all along, or streams slowly.
     cell1 = code("""
         import signal
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         call_me(input='HELD-CALL')
         """)
-    with ModelServer(killed_script(cell1)) as srv:
+    script = killed_script(cell1, HELD if answer == "held" else STREAMING)
+    with ModelServer(script) as srv:
         p = start(srv, tmp_path, ["--cell-timeout", "1", "--grace", "0.5"])
         try:
             # the call is at the server, then the cut: well before the
@@ -140,7 +150,8 @@ def test_timed_out_cell_killed_cancels_its_call(tmp_path):
             assert srv.wait_for_disconnects(1, timeout=30 * SLOW), \
                 "the killed cell's request was not closed"
             assert srv.disconnects[0]["index"] == held
-            assert srv.disconnects[0]["while"] == "held"
+            assert srv.disconnects[0]["while"] == (
+                "held" if answer == "held" else "sending")
         finally:
             srv.release("repair")
             out, err = finish(p)
