@@ -350,6 +350,9 @@ a_worker_death(void *ctx, struct cell *c)
 	n = end_calls(a, 1, c != NULL ? c->n : 0, 1, why);
 	if (c != NULL)
 		note_cancelled(c, n);
+	else
+		log_warnx("the worker died: the model calls of its threads "
+		    "were cancelled");
 }
 
 /*

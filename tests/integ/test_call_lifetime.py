@@ -352,3 +352,48 @@ def test_worker_death_ends_an_outage_wait(tmp_path):
     assert rec is not None and rec["kind"] == "crashed", srv.requests
     assert rec["model_calls_cancelled"] == 1, rec
     assert "stopped waiting for the model: cell 1 was killed" in err, err
+
+
+def test_interrupted_timeout_cancels_a_threads_call(tmp_path):
+    # The cell times out and the interrupt is enough (the worker lives on):
+    # the call of its thread, held by the server, is cancelled all the
+    # same, and the thread is told.
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    cell1 = code("""
+        import signal, threading, time
+        res = []
+        def work():
+            try:
+                call_me(input='HELD-CALL')
+            except Exception as e:
+                res.append((type(e).__name__, str(e)))
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        # the interrupt waits until the call is at the server
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+        open('go').read()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        time.sleep(600)
+        """)
+    repair = "t.join(60)\nprint('RES', res)\nquit()\n"
+    script = killed_script(cell1)
+    script[3]["next_cell"]["code"] = repair
+    with ModelServer(script) as srv:
+        p = start(srv, tmp_path, ["--cell-timeout", "1", "--grace", "600"])
+        try:
+            assert srv.wait_for_requests(3, timeout=60 * SLOW), srv.requests
+            held = index_of(srv, "HELD-CALL")
+            assert held is not None, srv.requests
+            poke(go)
+            assert srv.wait_for_disconnects(1, timeout=30 * SLOW), \
+                "the timed-out cell's request was not closed"
+            assert srv.disconnects[0]["index"] == held
+        finally:
+            srv.release("repair")
+            out, err = finish(p)
+    assert p.returncode == 0, show(p, out, err)
+    check_cancelled(srv, held, "timeout")
+    assert "namespace was kept" in repair_record(srv)["detail"]
+    assert ("RES [('ModelError', 'cell 1 exceeded its timeout: its model "
+            "call was cancelled')]") in out, show(p, out, err)
