@@ -336,7 +336,7 @@ store(struct hosttools *h, const char *resp_id, const char *call_id,
 		bytes = strlen(resp_id) + strlen(call_id) + STORED_OVERHEAD +
 		    strlen(note);
 	}
-	e = calloc(1, sizeof *e);
+	e = bytes <= h->budget ? calloc(1, sizeof *e) : NULL;
 	if (e == NULL || item == NULL || (e->resp_id = strdup(resp_id)) ==
 	    NULL || (e->call_id = strdup(call_id)) == NULL) {
 		if (e != NULL)

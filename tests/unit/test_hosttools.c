@@ -105,6 +105,8 @@ test_store_stays_within_budget_oldest_evicted(void **state)
 	hosttools_set_budget(h, 0);
 	assert_int_equal(hosttools_stored_bytes(h), 0);
 	assert_null(filled(h, 199));
+	submit_call(h, &b, 200);		/* nothing fits: not kept */
+	assert_int_equal(hosttools_stored_bytes(h), 0);
 	cells_clear(&hist);
 	hosttools_free(h);
 }
