@@ -99,15 +99,22 @@ struct agent {
 	char *restart_note;		/* for the next model request (resume) */
 	long long recovery_tokens_at;	/* the repair request's count_call */
 	size_t recovery_bytes, recovery_streamed;
+	struct pending *calls;		/* the cells' model calls in flight */
 };
 
-/* A call_me from the worker, waiting for its model call. */
+/* A call_me from the worker, waiting for its model call (a->calls). */
 struct pending {
 	struct agent *a;
+	struct pending *next;
 	uint64_t req;		/* the worker's request id */
 	unsigned gen;		/* worker generation that asked */
 	long long tokens_at;	/* the model's count when it was sent */
 	size_t sent, streamed;	/* bytes, for the estimate of a cut call */
+	uint64_t call;		/* the model call */
+	uint32_t cell;		/* the cell that asked */
+	int starting;		/* inside model_call: done only marks ended */
+	int ended;
+	int gone;		/* the worker that asked died: no answer */
 };
 
 static void run_cell(struct agent *a, const char *code, size_t len,
@@ -262,7 +269,117 @@ binding(struct agent *a, uint32_t cell)
 static int
 same_worker(const struct pending *p)
 {
-	return worker_generation(runner_worker(p->a->runner)) == p->gen;
+	return !p->gone &&
+	    worker_generation(runner_worker(p->a->runner)) == p->gen;
+}
+
+static void
+pending_unlink(struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &p->a->calls; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+}
+
+static struct pending *
+pending_of(const struct agent *a, int all, uint32_t cell)
+{
+	struct pending *p;
+
+	for (p = a->calls; p != NULL; p = p->next)
+		if (all || p->cell == cell)
+			return p;
+	return NULL;
+}
+
+/*
+ * Ends the model calls of cell (all: of every cell of the worker) at
+ * once, their connections closed; gone: their worker died, nothing to
+ * answer. Returns how many of cell's calls were ended.
+ */
+static unsigned
+end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
+{
+	struct pending *p;
+	unsigned n = 0;
+
+	while ((p = pending_of(a, all, cell)) != NULL) {
+		n += p->cell == cell;
+		p->gone |= gone;
+		if (model_end(a->model, p->call, why) == 0) {
+			pending_unlink(p);	/* not open: nothing runs */
+			free(p);
+		}
+	}
+	return n;
+}
+
+/* c's record says its model calls were cancelled (n > 0). */
+static void
+note_cancelled(struct cell *c, unsigned n)
+{
+	char *d;
+
+	c->calls_cancelled += n;
+	if (n == 0 || asprintf(&d, "%s%s%u model call%s in flight %s "
+	    "cancelled", c->detail != NULL ? c->detail : "", c->detail != NULL ?
+	    "; " : "", n, n == 1 ? "" : "s", n == 1 ? "was" : "were") < 0)
+		return;
+	cells_set_detail(c, d);
+	free(d);
+	log_warnx("cell %u: %u model call%s in flight cancelled", c->n, n,
+	    n == 1 ? "" : "s");
+}
+
+/* The worker died or was killed: every call it made ends now. */
+static void
+a_worker_death(void *ctx, struct cell *c)
+{
+	struct agent *a = ctx;
+	char why[96];
+	unsigned n;
+
+	if (a->calls == NULL)
+		return;
+	if (c != NULL)
+		(void)snprintf(why, sizeof why, "cell %u was killed: its model "
+		    "call was cancelled", c->n);
+	else
+		(void)snprintf(why, sizeof why, "the worker died: the model "
+		    "call was cancelled");
+	n = end_calls(a, 1, c != NULL ? c->n : 0, 1, why);
+	if (c != NULL)
+		note_cancelled(c, n);
+	else
+		log_warnx("the worker died: the model calls of its threads "
+		    "were cancelled");
+}
+
+/*
+ * Cell c ended: its stored host outputs go; a timed-out cell's calls end
+ * now (their thread is told), those of a cell that ended normally may
+ * finish their round but are not continued (SPEC §3: Cell N has finished).
+ */
+static void
+calls_cell_over(struct agent *a, struct cell *c)
+{
+	struct pending *p;
+	char why[96];
+
+	hosttools_cell_over(a->host, c->n);
+	if (c->timeout_stage != NULL) {
+		(void)snprintf(why, sizeof why, "cell %u exceeded its timeout: "
+		    "its model call was cancelled", c->n);
+		note_cancelled(c, end_calls(a, 0, c->n, 0, why));
+		return;
+	}
+	for (p = a->calls; p != NULL; p = p->next)
+		if (p->cell == c->n)
+			(void)model_seal(a->model, p->call);
 }
 
 static void
@@ -356,6 +473,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	char *s, *clean;
 	size_t n;
 
+	pending_unlink(p);
 	count_call(a, type, p->tokens_at, p->sent + p->streamed);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
@@ -374,7 +492,10 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		free(s);
 		free(clean);
 	}
-	free(p);
+	if (p->starting)
+		p->ended = 1;	/* a_request frees it */
+	else
+		free(p);
 }
 
 static void
@@ -417,8 +538,15 @@ a_request(void *ctx, struct cell *c, const struct msg_request *q)
 	p->sent = q->body.len;
 	add_restart_note(a, json_object_get(body, "params"), "\n\n");
 	b = binding(a, c->n);
-	(void)model_call(a->model, json_object_get(body, "params"),
+	p->cell = c->n;
+	p->starting = 1;
+	p->next = a->calls;
+	a->calls = p;
+	p->call = model_call(a->model, json_object_get(body, "params"),
 	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p);
+	p->starting = 0;
+	if (p->ended)
+		free(p);
 	json_decref(body);
 }
 
@@ -641,6 +769,7 @@ a_finished(void *ctx, struct cell *c)
 
 	if (c->status == CELL_OK && !has)
 		mark_no_successor(c);
+	calls_cell_over(a, c);
 	(void)record(a, "output", cell_record(c, cells_outputs_json));
 	show_result(a, c);
 	if (c->status == CELL_EXITED) {
@@ -1315,6 +1444,7 @@ agent_run(struct agent *a, const char *wpath)
 	}
 	if (a->runner == NULL)
 		return EXIT_WORKER;	/* said why */
+	runner_on_death(a->runner, a_worker_death, a);
 	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;

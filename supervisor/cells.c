@@ -197,6 +197,8 @@ restore_output(struct cell *c, const json_t *out)
 	c->duration_us = (uint64_t)json_integer_value(json_object_get(out,
 	    "duration_us"));
 	c->namespace_lost = 1;	/* whatever it was, that worker is gone */
+	c->calls_cancelled = (unsigned)json_integer_value(json_object_get(out,
+	    "model_calls_cancelled"));
 }
 
 struct cell *
@@ -302,6 +304,8 @@ add_limits(json_t *o, const struct cell *c)
 	(void)json_object_set_new(o, "namespace", c->status == CELL_RUNNING ?
 	    json_null() : json_string(c->namespace_lost ? "lost" : "kept"));
 	(void)json_object_set_new(o, "stack", jcstr(c->stack));
+	(void)json_object_set_new(o, "model_calls_cancelled",
+	    json_integer((json_int_t)c->calls_cancelled));
 	if (c->timeout_stage != NULL)
 		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f, "
 		    "s:o}", "stage", c->timeout_stage, "deadline_to_ready_ms",

@@ -63,6 +63,8 @@ struct cell {
 	double kill_to_ready_ms;	/* SIGKILL -> fresh worker ready */
 	char *stack;			/* every thread's stack at the kill */
 	int namespace_lost;		/* the worker died: state is gone */
+	/* model calls of the cell ended unfinished when it was killed */
+	unsigned calls_cancelled;
 };
 
 struct cells {

@@ -5,6 +5,7 @@
 #include "supervisor/hosttools.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,10 +44,24 @@ static const char *const external_types[] = {
 	"mcp_approval_request", NULL
 };
 
+/* What one stored output is counted as beyond its strings (jansson). */
+#define STORED_OVERHEAD	256
+
+/* One stored output, in the order stored (the oldest is evicted first). */
+struct stored {
+	struct stored *next;
+	char *resp_id, *call_id;
+	uint32_t cell;
+	size_t bytes;
+};
+
 struct hosttools {
 	json_t *defs;
 	json_t *by_response;	/* response id -> [function_call_output] */
 	json_t *by_call;	/* call_id -> function_call_output item */
+	struct stored *head, **tail;
+	size_t bytes, budget;
+	uint32_t live_from;	/* cells below are over */
 };
 
 struct hosttools *
@@ -56,6 +71,8 @@ hosttools_new(void)
 
 	if (h == NULL)
 		return NULL;
+	h->tail = &h->head;
+	h->budget = HOSTTOOLS_STORE_BUDGET;
 	h->defs = json_loads(host_tools_json, 0, NULL);
 	h->by_response = json_object();
 	h->by_call = json_object();
@@ -66,11 +83,25 @@ hosttools_new(void)
 	return h;
 }
 
+static void
+stored_free(struct stored *e)
+{
+	free(e->resp_id);
+	free(e->call_id);
+	free(e);
+}
+
 void
 hosttools_free(struct hosttools *h)
 {
+	struct stored *e;
+
 	if (h == NULL)
 		return;
+	while ((e = h->head) != NULL) {
+		h->head = e->next;
+		stored_free(e);
+	}
 	json_decref(h->defs);
 	json_decref(h->by_response);
 	json_decref(h->by_call);
@@ -212,18 +243,147 @@ run_call(const json_t *item, const struct host_binding *b, char **err)
 	return out;
 }
 
+static const char *
+item_call_id(const json_t *item)
+{
+	const char *s = json_string_value(json_object_get(item, "call_id"));
+
+	return s != NULL ? s : "";
+}
+
+/* Takes e's output out of both indexes. */
+static void
+unindex(struct hosttools *h, const struct stored *e)
+{
+	json_t *list = json_object_get(h->by_response, e->resp_id), *item;
+	size_t i;
+
+	(void)json_object_del(h->by_call, e->call_id);
+	json_array_foreach(list, i, item)
+		if (strcmp(item_call_id(item), e->call_id) == 0) {
+			(void)json_array_remove(list, i);
+			break;
+		}
+	if (list != NULL && json_array_size(list) == 0)
+		(void)json_object_del(h->by_response, e->resp_id);
+}
+
+/* Drops the stored outputs for which drop(e, arg) says so. */
+static void
+drop_where(struct hosttools *h, int (*drop)(const struct stored *,
+    const void *), const void *arg)
+{
+	struct stored **pp = &h->head, *e;
+
+	while ((e = *pp) != NULL) {
+		if (!drop(e, arg)) {
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		unindex(h, e);
+		h->bytes -= e->bytes;
+		stored_free(e);
+	}
+	h->tail = pp;
+}
+
+static int
+is_call(const struct stored *e, const void *call_id)
+{
+	return strcmp(e->call_id, call_id) == 0;
+}
+
+static int
+is_over(const struct stored *e, const void *live_from)
+{
+	return e->cell < *(const uint32_t *)live_from;
+}
+
+/* Evicts the oldest outputs until need more bytes fit the budget. */
+static void
+evict(struct hosttools *h, size_t need)
+{
+	struct stored *e;
+
+	while ((e = h->head) != NULL && h->bytes + need > h->budget) {
+		h->head = e->next;
+		if (h->head == NULL)
+			h->tail = &h->head;
+		unindex(h, e);
+		h->bytes -= e->bytes;
+		stored_free(e);
+	}
+}
+
+static json_t *output_item(const char *call_id, const char *text);
+
 static void
 store(struct hosttools *h, const char *resp_id, const char *call_id,
-    json_t *item)
+    uint32_t cell, json_t *item)
 {
-	json_t *list = json_object_get(h->by_response, resp_id);
+	const char *text = json_string_value(json_object_get(item, "output"));
+	size_t bytes = strlen(resp_id) + strlen(call_id) + STORED_OVERHEAD +
+	    (text != NULL ? strlen(text) : 0);
+	json_t *list, *small = NULL;
+	struct stored *e;
+	char note[200];
 
+	if (cell < h->live_from)
+		return;		/* a late answer of a cell that is over */
+	drop_where(h, is_call, call_id);
+	if (bytes > h->budget / 4) {	/* too big to keep: say so instead */
+		(void)snprintf(note, sizeof note, "Error: this host tool output "
+		    "(%zu bytes) was too large for the host to keep for a "
+		    "later request; call the tool again for a smaller part",
+		    text != NULL ? strlen(text) : 0);
+		item = small = output_item(call_id, note);
+		bytes = strlen(resp_id) + strlen(call_id) + STORED_OVERHEAD +
+		    strlen(note);
+	}
+	e = bytes <= h->budget ? calloc(1, sizeof *e) : NULL;
+	if (e == NULL || item == NULL || (e->resp_id = strdup(resp_id)) ==
+	    NULL || (e->call_id = strdup(call_id)) == NULL) {
+		if (e != NULL)
+			stored_free(e);
+		json_decref(small);
+		return;		/* not kept: a later request lacks it */
+	}
+	evict(h, bytes);
+	e->cell = cell;
+	e->bytes = bytes;
+	*h->tail = e;
+	h->tail = &e->next;
+	h->bytes += bytes;
+	list = json_object_get(h->by_response, resp_id);
 	if (list == NULL) {
 		list = json_array();
 		(void)json_object_set_new(h->by_response, resp_id, list);
 	}
 	(void)json_array_append(list, item);
 	(void)json_object_set(h->by_call, call_id, item);
+	json_decref(small);
+}
+
+void
+hosttools_set_budget(struct hosttools *h, size_t bytes)
+{
+	h->budget = bytes;
+	evict(h, 0);
+}
+
+size_t
+hosttools_stored_bytes(const struct hosttools *h)
+{
+	return h->bytes;
+}
+
+void
+hosttools_cell_over(struct hosttools *h, uint32_t cell)
+{
+	if (cell + 1 > h->live_from)
+		h->live_from = cell + 1;
+	drop_where(h, is_over, &h->live_from);
 }
 
 static json_t *
@@ -263,7 +423,7 @@ hosttools_handle(struct hosttools *h, const json_t *response,
 		free(clean);
 		(void)json_array_append(*outputs, out);
 		if (rid != NULL && cid != NULL)
-			store(h, rid, cid, out);
+			store(h, rid, cid, b->cell, out);
 		json_decref(out);
 	}
 	if (external > 0)

@@ -9,6 +9,13 @@
  * function_call items passed back in input) hosttools_fill() adds the
  * stored host outputs, replacing caller-written outputs with the same
  * call_id.
+ *
+ * The stored outputs are bounded: they belong to the cell that made the
+ * call and are dropped once that cell is over (hosttools_cell_over: its
+ * call_me is refused from then on, so no request can use them), and all
+ * of them stay within a byte budget, the oldest evicted first. They are
+ * not dropped on first use: a caller running a stateless loop resends
+ * the same function_call items with every request of its cell.
  */
 #ifndef AGENTZ_HOSTTOOLS_H
 #define AGENTZ_HOSTTOOLS_H
@@ -46,8 +53,22 @@ enum host_verdict {
 
 struct hosttools;
 
+/* The default budget of the stored outputs. */
+#define HOSTTOOLS_STORE_BUDGET	(8u << 20)
+
 struct hosttools *hosttools_new(void);
 void hosttools_free(struct hosttools *h);
+
+/* Sets the byte budget of the stored outputs (evicting now if over). */
+void hosttools_set_budget(struct hosttools *h, size_t bytes);
+/* Bytes the stored outputs are counted as now (<= the budget). */
+size_t hosttools_stored_bytes(const struct hosttools *h);
+/*
+ * Cells up to and including cell are over (cells run one at a time):
+ * their stored outputs are dropped, and outputs of their calls still in
+ * flight are no longer stored.
+ */
+void hosttools_cell_over(struct hosttools *h, uint32_t cell);
 
 /* The host tool definitions appended to every request (borrowed). */
 const json_t *hosttools_definitions(const struct hosttools *h);

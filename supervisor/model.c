@@ -39,6 +39,7 @@ struct call {
 	int sse_err;		/* why sse_feed gave up, 0 if it did not */
 	size_t held_len;
 	unsigned rounds;
+	int sealed;		/* its cell ended: no more continuations */
 	/* the outage being waited out; out_tries 0 = none */
 	uint64_t wait_timer;
 	uint64_t out_t0_us;	/* monotonic start */
@@ -395,7 +396,7 @@ round_done(struct call *c)
 	json_t *resp = response_result(c->resp), *outputs = NULL, *next;
 	const struct response_usage *u = response_usage(c->resp);
 	enum host_verdict v;
-	char *err = NULL, buf[96];
+	char *err = NULL, buf[160];
 
 	if (u != NULL) {
 		c->m->usage.input += u->input_tokens;
@@ -408,6 +409,14 @@ round_done(struct call *c)
 		json_decref(outputs);
 		finish(c, NULL, "NextCellAlreadyScheduled", err ? err : "");
 		free(err);
+		return;
+	}
+	if (v == HOST_ONLY && c->sealed) {
+		json_decref(outputs);
+		(void)snprintf(buf, sizeof buf, "Cell %u has finished: the "
+		    "model's answer called only host tools and is not "
+		    "continued", c->b.cell);
+		finish(c, NULL, "ModelError", buf);
 		return;
 	}
 	if (v == HOST_ONLY && ++c->rounds >= c->m->cfg.max_rounds) {
@@ -542,18 +551,56 @@ model_call(struct model *m, json_t *params, int stream,
 	return id;	/* the call may already have finished */
 }
 
-void
-model_cancel(struct model *m, uint64_t id)
+static struct call *
+find_call(const struct model *m, uint64_t id)
 {
 	struct call *c;
 
 	for (c = m->calls; c != NULL; c = c->next)
 		if (c->id == id)
-			break;
+			return c;
+	return NULL;
+}
+
+void
+model_cancel(struct model *m, uint64_t id)
+{
+	struct call *c = find_call(m, id);
+
 	if (c == NULL)
 		return;
 	if (c->http_id != 0)
 		http_cancel(m->http, c->http_id);
 	unlink_call(m, c);	/* call_free ends a wait */
 	call_free(c);
+}
+
+int
+model_end(struct model *m, uint64_t id, const char *why)
+{
+	struct call *c = find_call(m, id);
+
+	if (c == NULL)
+		return 0;
+	if (c->http_id != 0)	/* closes the connection (curl: premature) */
+		http_cancel(m->http, c->http_id);
+	c->http_id = 0;
+	if (c->out_tries > 0) {		/* an outage wait ends with it */
+		log_warnx("stopped waiting for the model: %s", why);
+		if (outage_report(c, 0, -1, why))
+			return 0;	/* the observer cancelled it: no done */
+	}
+	finish(c, NULL, "ModelError", why);	/* call_free ends a wait */
+	return 1;
+}
+
+int
+model_seal(struct model *m, uint64_t id)
+{
+	struct call *c = find_call(m, id);
+
+	if (c == NULL)
+		return 0;
+	c->sealed = 1;
+	return 1;
 }

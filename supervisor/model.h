@@ -91,6 +91,22 @@ uint64_t model_call(struct model *m, json_t *params, int stream,
     void *ctx);
 /* Abandons a call: no callback for it runs afterwards. */
 void model_cancel(struct model *m, uint64_t id);
+/*
+ * Ends a call at once, whatever it is doing (a request or its retry
+ * pending, an outage wait, a continuation round): its HTTP connection is
+ * closed, so the server stops streaming, and ops->done runs before this
+ * returns with "ModelError" and why. An outage wait is reported over (-1)
+ * first. Returns 1, or 0 when no call id is open or the outage observer
+ * cancelled it (ops->done did not run then).
+ */
+int model_end(struct model *m, uint64_t id, const char *why);
+/*
+ * The cell that made call id has ended: the round in flight (its retries
+ * and outage wait included) may still finish, but a host-only response is
+ * no longer continued; the call ends with "ModelError" saying so instead.
+ * Returns 1, or 0 when no call id is open.
+ */
+int model_seal(struct model *m, uint64_t id);
 
 /*
  * Sets the observer told about outage waits of every call of m: once per

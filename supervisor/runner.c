@@ -54,6 +54,9 @@ struct runner {
 	uint64_t input_id;	/* 0: none waiting */
 	int input_eof;
 	struct buf inbuf;
+	/* told of a worker's death at once (runner_on_death) */
+	void (*death_fn)(void *ctx, struct cell *c);
+	void *death_ctx;
 };
 
 static void w_ready(struct worker *w, void *ctx);
@@ -190,6 +193,14 @@ struct cell *
 runner_last(struct runner *r)
 {
 	return r->cells.n > 0 ? r->cells.v[r->cells.n - 1] : NULL;
+}
+
+void
+runner_on_death(struct runner *r, void (*fn)(void *ctx, struct cell *c),
+    void *ctx)
+{
+	r->death_fn = fn;
+	r->death_ctx = ctx;
 }
 
 struct cells *
@@ -785,6 +796,8 @@ w_death(struct worker *w, const struct worker_death *d, void *ctx)
 	if (c != NULL)
 		record_death(r, c, d);
 	r->current = NULL;
+	if (r->death_fn != NULL)
+		r->death_fn(r->death_ctx, c);
 	if (d->before_ready) {
 		r->start_failures++;
 		log_warnx("worker did not start (%s), attempt %u of %u", why,

@@ -75,6 +75,15 @@ int runner_start(struct runner *r);
 struct cell *runner_run(struct runner *r, const char *code, size_t len,
     const char *summary, const char *source, int64_t generated_by);
 
+/*
+ * fn(ctx, c) runs as soon as the worker is found dead or killed, before
+ * a fresh one is started: c is the cell it was running (outputs filled,
+ * detail may be amended; ops.finished comes once a fresh worker is
+ * ready) or NULL between cells. NULL fn for none.
+ */
+void runner_on_death(struct runner *r, void (*fn)(void *ctx,
+    struct cell *c), void *ctx);
+
 /* Answers a request forwarded through ops.request (REPLY_OK/ERROR). */
 int runner_reply(struct runner *r, uint64_t id, uint32_t status,
     const char *body, size_t len);

@@ -105,7 +105,9 @@ Keys every turn accepts:
   initial_delay  seconds to wait before sending the status line
   hold           a gate name: the answer waits (after the request is recorded)
                  until ``ModelServer.release(name)`` is called, so a test can
-                 order the answer after an event instead of a timer
+                 order the answer after an event instead of a timer.  A client
+                 that closes the connection while held is noticed at once
+                 (see "Disconnects")
   note           free text, ignored
 
 Streamed kinds (response, stream_error, drop, invalid_json, big, replay) also take:
@@ -242,6 +244,14 @@ with --record, to the file as one JSON line (flushed):
    "body": parsed JSON | null, "body_text": raw text (only if not JSON),
    "turn": index of the consumed turn | null, "kind": "response" | null,
    "response_id": "resp_..." | null, "status": HTTP status}
+
+Disconnects
+-----------
+A client that goes away before its answer is complete is recorded in
+``ModelServer.disconnects`` as ``{"index": request index, "time": ...,
+"while": "held" | "sending"}``: noticed at once while the answer waits at a
+``hold`` gate (a thread watches the socket for EOF), otherwise when a write
+fails.  ``srv.wait_for_disconnects(n, timeout=5)`` blocks until n were seen.
 """
 
 import argparse
@@ -251,6 +261,7 @@ import os
 import random
 import re
 import secrets
+import select
 import signal
 import socket
 import string
@@ -922,6 +933,7 @@ class Plan:
         self.extra_headers = {}         # the turn's "headers"
         self.initial_delay = 0.0
         self.hold = None                # gate to wait for (see release())
+        self.index = None               # the request record's index
         self.delay = 0.0
         self.pause_after = None
         self.pause = 0.0
@@ -1223,6 +1235,10 @@ class _Stop(Exception):
     """The server is stopping or the client went away: abandon the reply."""
 
 
+class _Gone(Exception):
+    """The client closed the connection while its answer was held."""
+
+
 class ChunkWriter:
     """Writes HTTP/1.1 chunks; optionally re-slices into chunk_size pieces."""
 
@@ -1298,10 +1314,15 @@ class Handler(BaseHTTPRequestHandler):
         if body_err is not None:
             rec["body_text"] = body_err
         plan = owner.dispatch(rec, raw, body_err is not None)
+        plan.index = rec.get("index")
         try:
             self._send_plan(plan)
-        except (_Stop, OSError):
+        except _Gone:
             self.close_connection = True
+        except (_Stop, OSError) as e:
+            self.close_connection = True
+            if isinstance(e, OSError) and not owner.stopping.is_set():
+                owner.disconnected(plan.index, "sending")
 
     def _read_body(self):
         te = (self.headers.get("Transfer-Encoding") or "").lower()
@@ -1352,9 +1373,43 @@ class Handler(BaseHTTPRequestHandler):
         if seconds and seconds > 0 and self.server.owner.stopping.wait(seconds):
             raise _Stop()
 
-    def _send_plan(self, plan):
-        if plan.hold is not None and not self.server.owner.wait_gate(plan.hold):
+    def _hold(self, plan):
+        """Wait at plan's gate while a thread watches the client: EOF (or
+        an error) on the socket before the gate opens is a disconnect."""
+        owner = self.server.owner
+        rfd, wfd = os.pipe()
+        gone = threading.Event()
+
+        def watch():
+            try:
+                r, _, _ = select.select([self.connection, rfd], [], [])
+                if self.connection in r:
+                    try:
+                        data = self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        gone.set()
+                        owner.disconnected(plan.index, "held")
+            finally:
+                os.close(rfd)
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        try:
+            ok = owner.wait_gate(plan.hold, gone)
+        finally:
+            os.write(wfd, b"x")
+            os.close(wfd)
+            t.join(5)
+        if gone.is_set():
+            raise _Gone()
+        if not ok:
             raise _Stop()
+
+    def _send_plan(self, plan):
+        if plan.hold is not None:
+            self._hold(plan)
         self._wait(plan.initial_delay)
         if plan.pieces is None:
             self._headers(plan, chunked=False)
@@ -1473,6 +1528,7 @@ class ModelServer:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._released = set()
+        self.disconnects = []
         self._record_path = record
         self._record_file = None
         self._httpd = None
@@ -1578,12 +1634,29 @@ class ModelServer:
             self._released.add(name)
             self._cond.notify_all()
 
-    def wait_gate(self, name):
-        """Block until release(name); False when the server stops first."""
+    def wait_gate(self, name, gone=None):
+        """Block until release(name); False when the server stops first
+        (or the Event gone is set: the client went away)."""
         with self._cond:
             self._cond.wait_for(lambda: name in self._released or
-                                self.stopping.is_set())
+                                self.stopping.is_set() or
+                                (gone is not None and gone.is_set()))
             return name in self._released and not self.stopping.is_set()
+
+    def disconnected(self, index, during):
+        """Record that the client of request index went away."""
+        with self._cond:
+            self.disconnects.append({"index": index, "time": time.time(),
+                                     "while": during})
+            self._cond.notify_all()
+        self.log(f"#{index} client disconnected while {during}")
+
+    def wait_for_disconnects(self, n, timeout=5.0):
+        """Block until at least n disconnects were recorded; False on
+        timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self.disconnects) >= n,
+                                       timeout)
 
     def wait_for_requests(self, n, timeout=5.0):
         """Block until at least n requests were recorded; False on timeout."""
