@@ -44,6 +44,10 @@ static const char *const external_types[] = {
 	"mcp_approval_request", NULL
 };
 
+/* Outputs of a cell that is over are kept up to this size (a
+ * set_next_cell_code result is a line); larger ones become a note. */
+#define KEPT_AFTER_CELL	1024
+
 /* What one stored output is counted as beyond its strings (jansson). */
 #define STORED_OVERHEAD	256
 
@@ -294,12 +298,6 @@ is_call(const struct stored *e, const void *call_id)
 	return strcmp(e->call_id, call_id) == 0;
 }
 
-static int
-is_over(const struct stored *e, const void *live_from)
-{
-	return e->cell < *(const uint32_t *)live_from;
-}
-
 /* Evicts the oldest outputs until need more bytes fit the budget. */
 static void
 evict(struct hosttools *h, size_t need)
@@ -315,6 +313,7 @@ evict(struct hosttools *h, size_t need)
 		stored_free(e);
 	}
 }
+
 
 static json_t *output_item(const char *call_id, const char *text);
 
@@ -378,12 +377,50 @@ hosttools_stored_bytes(const struct hosttools *h)
 	return h->bytes;
 }
 
+/*
+ * Replaces e's output by a short note once its cell is over: a later
+ * cell may still continue the response (previous_response_id), and the
+ * API wants an output for every call, but megabytes of history need not
+ * stay for it.
+ */
+static void
+shrink(struct hosttools *h, struct stored *e)
+{
+	char note[200];
+	json_t *item, *list, *it;
+	size_t i;
+
+	(void)snprintf(note, sizeof note, "Error: this host tool output was "
+	    "not kept after cell %u ended; call the tool again if it is "
+	    "still needed", e->cell);
+	item = output_item(e->call_id, note);
+	if (item == NULL)
+		return;
+	(void)json_object_set(h->by_call, e->call_id, item);
+	list = json_object_get(h->by_response, e->resp_id);
+	json_array_foreach(list, i, it)
+		if (strcmp(item_call_id(it), e->call_id) == 0) {
+			(void)json_array_set(list, i, item);
+			break;
+		}
+	json_decref(item);
+	h->bytes -= e->bytes;
+	e->bytes = strlen(e->resp_id) + strlen(e->call_id) + STORED_OVERHEAD +
+	    strlen(note);
+	h->bytes += e->bytes;
+}
+
 void
 hosttools_cell_over(struct hosttools *h, uint32_t cell)
 {
+	struct stored *e;
+
 	if (cell + 1 > h->live_from)
 		h->live_from = cell + 1;
-	drop_where(h, is_over, &h->live_from);
+	for (e = h->head; e != NULL; e = e->next)
+		if (e->cell < h->live_from && e->bytes > STORED_OVERHEAD +
+		    KEPT_AFTER_CELL)
+			shrink(h, e);
 }
 
 static json_t *

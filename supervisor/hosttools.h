@@ -11,11 +11,13 @@
  * call_id.
  *
  * The stored outputs are bounded: they belong to the cell that made the
- * call and are dropped once that cell is over (hosttools_cell_over: its
- * call_me is refused from then on, so no request can use them), and all
- * of them stay within a byte budget, the oldest evicted first. They are
- * not dropped on first use: a caller running a stateless loop resends
- * the same function_call items with every request of its cell.
+ * call; once that cell is over an output larger than a line becomes a
+ * short note saying it was not kept (a later cell may still continue the
+ * response by previous_response_id, and the API wants an output for
+ * every call), and all of them stay within a byte budget, the oldest
+ * evicted first. They are not dropped on first use: a caller running a
+ * stateless loop resends the same function_call items with every
+ * request of its cell.
  */
 #ifndef AGENTZ_HOSTTOOLS_H
 #define AGENTZ_HOSTTOOLS_H
@@ -65,8 +67,8 @@ void hosttools_set_budget(struct hosttools *h, size_t bytes);
 size_t hosttools_stored_bytes(const struct hosttools *h);
 /*
  * Cells up to and including cell are over (cells run one at a time):
- * their stored outputs are dropped, and outputs of their calls still in
- * flight are no longer stored.
+ * their large stored outputs become notes, and outputs of their calls
+ * still in flight are no longer stored.
  */
 void hosttools_cell_over(struct hosttools *h, uint32_t cell);
 

@@ -38,14 +38,14 @@ def code(src):
     return textwrap.dedent(src).strip("\n") + "\n"
 
 
-def start(srv, cwd, args=()):
+def start(srv, cwd, args=(), task="task"):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd),
            "LANG": "C.UTF-8"}
     for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
         if k in os.environ:
             env[k] = os.environ[k]
     cmd = [AGENTZ, "--base-url", srv.base_url, "--request-timeout",
-           str(REQUEST_TIMEOUT), *args, "task"]
+           str(REQUEST_TIMEOUT), *args, task]
     return subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -262,11 +262,12 @@ def test_normal_end_lets_the_call_finish_without_continuation(tmp_path):
     assert srv.disconnects == []
 
 
-def test_host_outputs_are_dropped_when_their_cell_is_over(tmp_path):
+def test_host_outputs_outlive_their_cell_only_as_lines(tmp_path):
     # A response mixing a host call (get_history_cells) with the caller's
     # own tool is handed back; continuing it from the same cell gets the
-    # stored host output, continuing it from the next cell does not (the
-    # output went when cell 1 ended).
+    # stored host output whole; continuing it from the next cell still
+    # answers the host call (the API wants every call answered), but the
+    # history went when cell 1 ended: only a note saying so is left.
     cell1 = code("""
         tools = %r
         r = call_me(input='MIXED', tools=tools)
@@ -295,7 +296,9 @@ def test_host_outputs_are_dropped_when_their_cell_is_over(tmp_path):
         {"match": "NEXT-CELL-OUT", "text": "ok"},
     ]
     with ModelServer(script) as srv:
-        p = start(srv, tmp_path, ["--cell-timeout", "600"])
+        # cell 0 (the one h1 reads) holds the task: a history of kilobytes
+        p = start(srv, tmp_path, ["--cell-timeout", "600"],
+                  task="BIG-" * 1000)
         out, err = finish(p)
     assert p.returncode == 0, show(p, out, err)
 
@@ -306,11 +309,13 @@ def test_host_outputs_are_dropped_when_their_cell_is_over(tmp_path):
                    and all(it.get("type") == "function_call_output"
                            for it in r["body"]["input"])
                    and marker in json.dumps(r["body"]["input"])]
-        return {it["call_id"] for it in body["input"]
+        return {it["call_id"]: it["output"] for it in body["input"]
                 if it.get("type") == "function_call_output"}
 
-    assert outputs("SAME-CELL-OUT") == {"ext1", "h1"}
-    assert outputs("NEXT-CELL-OUT") == {"ext1"}
+    same, nxt = outputs("SAME-CELL-OUT"), outputs("NEXT-CELL-OUT")
+    assert set(same) == set(nxt) == {"ext1", "h1"}
+    assert "BIG-" * 100 in same["h1"]
+    assert "not kept after cell 1 ended" in nxt["h1"], nxt["h1"]
 
 
 def test_worker_death_ends_an_outage_wait(tmp_path):

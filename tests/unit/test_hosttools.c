@@ -1,7 +1,7 @@
 /*
  * test_hosttools.c - the store of host-tool outputs kept for a caller's
  * continuation stays bounded: within its byte budget (oldest evicted),
- * dropped when its cell is over, an oversized output kept as a short
+ * cut to a note when its cell is over, an oversized output kept as a short
  * note (issue 10).
  */
 #include <setjmp.h>
@@ -111,29 +111,58 @@ test_store_stays_within_budget_oldest_evicted(void **state)
 	hosttools_free(h);
 }
 
+/* A history cell whose output is size bytes of 'x'. */
 static void
-test_store_dropped_when_the_cell_is_over(void **state)
+add_big_cell(struct cells *hist, size_t size)
+{
+	char *code = malloc(size + 1);
+
+	assert_non_null(code);
+	memset(code, 'x', size);
+	code[size] = '\0';
+	assert_non_null(cells_begin(hist, code, size, "big", NULL, -1));
+	free(code);
+}
+
+static void
+test_store_cut_when_the_cell_is_over(void **state)
 {
 	struct hosttools *h = hosttools_new();
 	struct cells hist;
 	struct host_binding b3 = { 3, &hist, ok_submit, NULL };
 	struct host_binding b4 = { 4, &hist, ok_submit, NULL };
+	size_t before;
 	char *s;
 
 	(void)state;
 	cells_init(&hist, 1024);
+	add_big_cell(&hist, 4000);
 	submit_call(h, &b3, 1);
-	submit_call(h, &b4, 2);		/* a repair call, bound ahead */
-	hosttools_cell_over(h, 3);
-	assert_null(filled(h, 1));
+	handle(h, &b3, 2, "get_history_cells", "{\"start\": 0, \"end\": 1}");
+	submit_call(h, &b4, 3);		/* a repair call, bound ahead */
 	s = filled(h, 2);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "xxxxxxxxxxxxxxxx"));
+	free(s);
+	before = hosttools_stored_bytes(h);
+	hosttools_cell_over(h, 3);
+	assert_true(hosttools_stored_bytes(h) < before - 3000);
+	/* the line-sized registration stays as it was, the history becomes
+	 * a note: a later cell continuing resp_2 still answers every call */
+	s = filled(h, 1);
+	assert_non_null(s);
+	assert_null(strstr(s, "not kept"));
+	free(s);
+	s = filled(h, 2);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "not kept after cell 3 ended"));
+	free(s);
+	s = filled(h, 3);
 	assert_non_null(s);
 	free(s);
 	/* a late answer of cell 3's call is not kept */
 	submit_call(h, &b3, 5);
 	assert_null(filled(h, 5));
-	hosttools_cell_over(h, 4);
-	assert_int_equal(hosttools_stored_bytes(h), 0);
 	cells_clear(&hist);
 	hosttools_free(h);
 }
@@ -170,7 +199,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_store_stays_within_budget_oldest_evicted),
-		cmocka_unit_test(test_store_dropped_when_the_cell_is_over),
+		cmocka_unit_test(test_store_cut_when_the_cell_is_over),
 		cmocka_unit_test(test_oversized_output_is_kept_as_a_note),
 	};
 
