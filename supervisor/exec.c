@@ -194,7 +194,7 @@ print_json(struct exec_run *x, const struct cell *c)
 	clean = s != NULL ? redact_string(x->red, s, strlen(s), &n) : NULL;
 	if (clean != NULL) {
 		clean[n] = '\n';	/* the terminator's place */
-		out_msg(1, clean, n + 1);
+		out_record(1, clean, n + 1);
 	}
 	free(clean);
 	free(s);

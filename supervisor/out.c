@@ -33,7 +33,7 @@ enum out_mode {
 struct outq {
 	int fd, mode, tty, watched;
 	char *buf;
-	size_t head, len;
+	size_t head, len, cap;
 	int dropping;		/* live output is being dropped */
 	int in_bol;		/* the next input byte starts a line */
 	int tail_nl;		/* nothing queued yet, or it ended a line */
@@ -168,17 +168,29 @@ try_write(struct outq *q, const char *p, size_t n)
 	return q->mode == M_BROKEN ? n : done;
 }
 
+/* Queues p[0..n); the buffer grows beyond OUT_CAP only for records. */
 static void
 append(struct outq *q, const char *p, size_t n)
 {
+	size_t want = q->len + n;
+	char *nb;
+
 	if (n == 0)
 		return;
-	if (q->buf == NULL && (q->buf = malloc(OUT_CAP)) == NULL)
-		return;		/* no memory: the live copy is lost */
-	if (q->len + n > OUT_CAP)
-		return;		/* callers checked: cannot happen */
-	if (q->head + q->len + n > OUT_CAP) {
+	if (q->head + want > q->cap && want <= q->cap) {
 		memmove(q->buf, q->buf + q->head, q->len);
+		q->head = 0;
+	} else if (q->head + want > q->cap) {
+		if (want < OUT_CAP)
+			want = OUT_CAP;
+		nb = malloc(want);
+		if (nb == NULL)
+			return;	/* no memory: this piece is lost */
+		if (q->len > 0)
+			memcpy(nb, q->buf + q->head, q->len);
+		free(q->buf);
+		q->buf = nb;
+		q->cap = want;
 		q->head = 0;
 	}
 	memcpy(q->buf + q->head + q->len, p, n);
@@ -246,6 +258,11 @@ pump(struct outq *q)
 		q->len -= k;
 		if (q->len == 0)
 			q->head = 0;
+		if (q->len == 0 && q->cap > OUT_CAP) {
+			free(q->buf);	/* a big record went out */
+			q->buf = NULL;
+			q->cap = 0;
+		}
 	}
 	if (q->len == 0 && q->dropping && q->in_bol && q->mode != M_BROKEN) {
 		resume(q);
@@ -372,6 +389,32 @@ out_msg(int stream, const char *p, size_t n)
 }
 
 void
+out_record(int stream, const char *p, size_t n)
+{
+	struct outq *q = queue(stream);
+	size_t k = 0;
+
+	if (n == 0 || q->mode == M_BROKEN)
+		return;
+	if (q->mode == M_DIRECT) {
+		(void)try_write(q, p, n);
+		return;
+	}
+	if (q->len + n > OUT_RECORD_MAX) {	/* the reader is gone */
+		log_warnx("a result record of %zu bytes was dropped: %zu bytes "
+		    "wait for a stalled reader", n, q->len);
+		return;
+	}
+	if (q->len == 0)
+		k = try_write(q, p, n);
+	if (k > 0)
+		q->tail_nl = p[k - 1] == '\n';
+	if (q->mode != M_BROKEN)
+		append(q, p + k, n - k);
+	pump(q);
+}
+
+void
 out_cell(int stream, const char *p, size_t n)
 {
 	struct outq *q = queue(stream);
@@ -450,6 +493,7 @@ out_flush(int ms)
 {
 	uint64_t end = loop_now_us() + (uint64_t)ms * 1000u;
 	struct pollfd pfd[2];
+	size_t before;
 	uint64_t now;
 	int i, n;
 
@@ -463,7 +507,10 @@ out_flush(int ms)
 	for (;;) {
 		n = 0;
 		for (i = 0; i < 2; i++) {
+			before = out.q[i].len;
 			pump(&out.q[i]);
+			if (out.q[i].len < before)	/* the reader reads */
+				end = loop_now_us() + (uint64_t)ms * 1000u;
 			if (out.q[i].len > 0 && out.q[i].mode != M_BROKEN) {
 				pfd[n].fd = out.q[i].fd;
 				pfd[n].events = POLLOUT;

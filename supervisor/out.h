@@ -16,8 +16,8 @@
  *
  * stdout and stderr on the same file (a terminal, 2>&1) share one queue,
  * so their order is kept. Log lines (common/log.h) go through the stderr
- * queue once out_attach() ran. At exit what is queued is flushed for at
- * most OUT_EXIT_WAIT_MS.
+ * queue once out_attach() ran. At exit what is queued is flushed until the
+ * readers took nothing for OUT_EXIT_WAIT_MS.
  *
  * The gate: out_clean() is the one way model- or cell-written text reaches
  * a human, systemd or a log line: secrets redacted, controls made visible.
@@ -33,6 +33,8 @@
 
 #define OUT_QUEUE_MAX		(256u * 1024u)
 #define OUT_EXIT_WAIT_MS	1000
+/* Records queued beyond this (a reader that stopped) are dropped. */
+#define OUT_RECORD_MAX		(64u * 1024u * 1024u)
 
 /* Starts writing from l when a queue waits (and routes log lines here);
  * NULL detaches (before the loop is freed). */
@@ -44,6 +46,10 @@ void out_set_redact(const struct redact *r);
 /* A whole message (a status or log line) to stream 1 or 2: queued whole,
  * or dropped whole when the queue is full. */
 void out_msg(int stream, const char *p, size_t n);
+
+/* A result record (exec --json): not dropped while it fits in
+ * OUT_RECORD_MAX; the queue grows for it while the reader is slow. */
+void out_record(int stream, const char *p, size_t n);
 
 /* Cell output to stream 1 or 2: filtered for a terminal (termout.h),
  * dropped at line boundaries while the reader stalls. */
@@ -59,7 +65,8 @@ int out_isatty(int stream);
  * terminal has not taken the last one yet. */
 void out_term(const char *p, size_t n, int force);
 
-/* Writes what is queued, waiting at most ms in total. */
+/* Writes what is queued; gives up once the readers took nothing for ms
+ * (a stalled reader costs ms, a reading one gets everything). */
 void out_flush(int ms);
 
 /* Bytes of live output dropped so far on stream 1 or 2 (tests, logs). */
