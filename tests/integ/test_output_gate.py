@@ -358,3 +358,45 @@ def test_pipe_passes_cell_output_byte_exact(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout == (b"A\x1b]0;title\x07B\n\r[agentz] cell 9: ok\n"
                         b"\x1b[31mRED\x1b[0m \x1b[2J\x1b[HC\x07\n")
+
+
+def test_agent_on_a_paused_terminal_keeps_time(tmp_path):
+    # An agent run whose terminal (stdout, stderr, status bar) nobody
+    # reads: the flooding cell is still cut at its deadline, the model is
+    # asked for a repair within timeout + grace + 1 s, and the run ends.
+    marker = new_marker()
+    flood = code("""
+        call_me(input='FLOOD-STARTED')
+        while True:
+            print('y' * 99)
+        """)
+    script = [
+        {"match": "Submit the first Python cell",
+         "next_cell": {"code": flood, "summary": "Flood."}},
+        {"text": "ok"},
+        {"match": "FLOOD-STARTED", "text": "go"},
+        {"match": "Repair the failed cell", "next_cell": "quit()"},
+        {"text": "ok"},
+    ]
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    with ModelServer(script) as srv:
+        p = subprocess.Popen(
+            [AGENTZ, "--base-url", srv.base_url, "--cell-timeout", "2",
+             "--grace", str(GRACE), "task"], cwd=tmp_path, stdin=slave,
+            stdout=slave, stderr=slave, close_fds=True,
+            env=base_env(tmp_path, TERM="xterm", AGENTZ_MARK=marker))
+        try:
+            assert srv.wait_for_requests(3, timeout=30 * SLOW)
+            t0 = time.monotonic()
+            assert srv.wait_for_requests(4, timeout=2 + GRACE + 1 +
+                                         (2 if SAN else 0)), \
+                time.monotonic() - t0
+            assert p.wait(timeout=10 * SLOW) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(slave)
+            os.close(master)
+            kill_marked(marker)
