@@ -136,6 +136,17 @@ def test_unread_stdout_pipe_deadline_fires(tmp_path):
         os.close(w)
 
 
+def test_unread_stream_socket_deadline_fires(tmp_path):
+    # journald's stdout stream is a socket: it cannot be reopened, it
+    # takes send(MSG_DONTWAIT)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        check_deadline_fires(tmp_path, b.fileno())
+    finally:
+        a.close()
+        b.close()
+
+
 def test_paused_pty_deadline_fires(tmp_path):
     # the test holds the master and never reads: the terminal is paused
     master, slave = os.openpty()
