@@ -283,6 +283,28 @@ pump(struct outq *q)
 	}
 }
 
+/*
+ * Where to cut p before k when no line ends there: not inside an escape
+ * sequence (only SGR, ESC [ ... m, passes the terminal filter) nor inside
+ * a UTF-8 character.
+ */
+static size_t
+safe_cut(const char *p, size_t k)
+{
+	size_t i, lim = k > 64 ? k - 64 : 0, cut = k;
+
+	for (i = k; i > lim; i--)
+		if (p[i - 1] == 0x1b) {
+			if (memchr(p + i, 'm', k - i) == NULL)
+				cut = i - 1;	/* the sequence is not whole */
+			break;
+		}
+	for (i = 0; i < 3 && cut > 0 && ((unsigned char)p[cut] & 0xc0) ==
+	    0x80; i++)
+		cut--;
+	return cut;
+}
+
 /* Live output: whole while it fits, dropped a line at a time while the
  * reader stalls, counted. */
 static void
@@ -319,14 +341,18 @@ put_live(struct outq *q, const char *p, size_t n)
 			append(q, p, n);
 			break;
 		}
-		/* keep whole lines that fit, drop from a line start on */
+		/* keep whole lines that fit, drop from a line start on;
+		 * a line begun before and longer than the room is cut
+		 * where it is safe */
 		for (k = room; k > 0 && p[k - 1] != '\n'; k--)
 			;
+		if (k == 0 && !q->tail_nl)
+			k = safe_cut(p, room);
 		append(q, p, k);
 		p += k;
 		n -= k;
 		q->dropping = 1;
-		q->in_bol = k > 0 || q->tail_nl;
+		q->in_bol = q->tail_nl;	/* p now starts a line? */
 	}
 	pump(q);
 }

@@ -167,6 +167,57 @@ test_stream_deltas(void **state)
 	redact_free(r);
 }
 
+/* Everything readable from fd r, out_flush()ing until nothing comes. */
+static char *
+drain(int r, size_t *len)
+{
+	char buf[65536], *got = malloc(1);
+	ssize_t n;
+
+	*len = 0;
+	for (;;) {
+		n = read(r, buf, sizeof buf);
+		if (n <= 0) {
+			assert_true(n < 0 && errno == EAGAIN);
+			out_flush(0);
+			n = read(r, buf, sizeof buf);
+			if (n <= 0)
+				break;
+		}
+		got = realloc(got, *len + (size_t)n + 1);
+		memcpy(got + *len, buf, (size_t)n);
+		*len += (size_t)n;
+	}
+	got[*len] = '\0';
+	return got;
+}
+
+/*
+ * The read end of a pipe the output module takes for stdout: the module
+ * opens its own descriptor of fd 1 on first use, so fd 1 is the pipe only
+ * for that moment (cmocka's own output goes on to the real stdout).
+ */
+static int
+stdout_pipe(void)
+{
+	static int r = -1;
+	int p[2], saved;
+
+	if (r >= 0)
+		return r;
+	saved = dup(1);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(dup2(p[1], 1), 1);
+	(void)out_dropped(1);		/* set up now, on the pipe */
+	assert_int_equal(dup2(saved, 1), 1);
+	(void)close(saved);
+	(void)close(p[1]);
+	assert_int_equal(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) |
+	    O_NONBLOCK), 0);
+	r = p[0];
+	return r;
+}
+
 /*
  * stdout a pipe nobody reads while 4 MiB of lines arrive: the queue stays
  * bounded, whole lines are dropped, and once the reader drains the pipe
@@ -175,16 +226,12 @@ test_stream_deltas(void **state)
 static void
 test_queue_drops_lines(void **state)
 {
-	int p[2], saved = dup(1), fl;
-	char line[101], buf[65536], *got = NULL, *note;
-	size_t total = 0, len = 0, i, payload;
+	int r = stdout_pipe();
+	char line[101], *got, *note;
+	size_t total = 0, len, i, payload;
 	unsigned long long dropped;
-	ssize_t r;
 
 	(void)state;
-	assert_int_equal(pipe(p), 0);
-	assert_int_equal(dup2(p[1], 1), 1);
-	(void)close(p[1]);
 	memset(line, 'x', 99);
 	line[99] = '\n';
 	line[100] = '\0';
@@ -193,26 +240,7 @@ test_queue_drops_lines(void **state)
 		total += 100;
 	}
 	assert_true(out_dropped(1) > 0);
-	fl = fcntl(p[0], F_GETFL);
-	assert_int_equal(fcntl(p[0], F_SETFL, fl | O_NONBLOCK), 0);
-	for (;;) {
-		r = read(p[0], buf, sizeof buf);
-		if (r > 0) {
-			got = realloc(got, len + (size_t)r + 1);
-			memcpy(got + len, buf, (size_t)r);
-			len += (size_t)r;
-			continue;
-		}
-		assert_true(r < 0 && errno == EAGAIN);
-		out_flush(0);
-		r = read(p[0], buf, 1);
-		if (r <= 0)
-			break;
-		got = realloc(got, len + 2);
-		got[len++] = buf[0];
-	}
-	(void)dup2(saved, 1);
-	got[len] = '\0';
+	got = drain(r, &len);
 	note = strstr(got, "[agentz] ");
 	assert_non_null(note);
 	assert_int_equal(sscanf(note, "[agentz] %llu bytes of live output "
@@ -225,8 +253,38 @@ test_queue_drops_lines(void **state)
 	assert_int_equal(payload + dropped, total);
 	assert_true(payload <= OUT_QUEUE_MAX + 1024 * 1024);
 	free(got);
-	(void)close(p[0]);
-	(void)close(saved);
+}
+
+/*
+ * One line longer than pipe and queue, begun mid-line: the cut keeps
+ * escape sequences and UTF-8 characters whole.
+ */
+static void
+test_queue_cuts_long_line_safely(void **state)
+{
+	/* 11 bytes: no power of two (pipe pages, the queue) is a multiple */
+	static const char unit[] = "\033[31m\xc3\xa9\xe2\x82\xacz";
+	int r = stdout_pipe();
+	char *got, *note, *q, *big = malloc(1100000);
+	size_t len, i, payload;
+
+	(void)state;
+	for (i = 0; i < 100000; i++)		/* 1.1 MB, no newline */
+		memcpy(big + i * 11, unit, 11);
+	out_cell(1, "ab", 2);
+	out_cell(1, big, 1100000);		/* cut inside, not at 0 */
+	out_cell(1, "\n", 1);
+	free(big);
+	got = drain(r, &len);
+	note = strstr(got, "\n[agentz] ");
+	assert_non_null(note);
+	payload = (size_t)(note - got);
+	assert_true(payload > 2 && (payload - 2) % 11 == 0);
+	assert_memory_equal(got, "ab", 2);
+	for (q = got + 2; q < note; q += 11)
+		assert_memory_equal(q, unit, 11);
+	assert_non_null(strstr(note, "bytes of live output dropped"));
+	free(got);
 }
 
 int
@@ -237,6 +295,7 @@ main(void)
 		cmocka_unit_test(test_visible),
 		cmocka_unit_test(test_stream_deltas),
 		cmocka_unit_test(test_queue_drops_lines),
+		cmocka_unit_test(test_queue_cuts_long_line_safely),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
