@@ -225,9 +225,10 @@ resume(struct outq *q)
 	q->dropping = 0;
 	if (q->dropped == 0)
 		return;
-	n = snprintf(note, sizeof note, "%s[agentz] %" PRIu64 " bytes of live "
-	    "output dropped (the reader was too slow)\n", q->tail_nl ? "" :
-	    "\n", q->dropped);
+	/* on a terminal a colour the cut left on is reset first */
+	n = snprintf(note, sizeof note, "%s%s[agentz] %" PRIu64 " bytes of "
+	    "live output dropped (the reader was too slow)\n", q->tty ?
+	    "\033[0m" : "", q->tail_nl ? "" : "\n", q->dropped);
 	q->dropped_total += q->dropped;
 	q->dropped = 0;
 	if (q->len + (size_t)n <= OUT_CAP)
