@@ -11,6 +11,13 @@
 
 static const char *log_prog = "agentz";
 static int log_level_verbose;
+static log_sink_fn *log_sink;
+
+void
+log_set_sink(log_sink_fn *fn)
+{
+	log_sink = fn;
+}
 
 void
 log_init(const char *prog, int verbose)
@@ -29,9 +36,19 @@ static void
 log_vline(const char *fmt, va_list ap, int with_errno)
 {
 	int saved = errno;
-	char msg[2048];
+	char msg[2048], line[2304];
+	int n;
 
 	(void)vsnprintf(msg, sizeof msg, fmt, ap);
+	if (log_sink != NULL) {
+		n = snprintf(line, sizeof line, "%s: %s%s%s", log_prog, msg,
+		    with_errno ? ": " : "", with_errno ? strerror(saved) : "");
+		if (n > 0)
+			log_sink(line, (size_t)n < sizeof line ? (size_t)n :
+			    sizeof line - 1);
+		errno = saved;
+		return;
+	}
 	if (with_errno)
 		(void)fprintf(stderr, "%s: %s: %s\n", log_prog, msg,
 		    strerror(saved));

@@ -38,6 +38,7 @@ extern char **environ;
 #include "supervisor/journal.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
+#include "supervisor/out.h"
 #include "supervisor/price.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
@@ -558,40 +559,73 @@ a_output(void *ctx, const struct cell *c, int stream, const char *p,
 {
 	(void)ctx;
 	(void)c;
-	/* a closed terminal loses only the live copy: the record keeps it */
-	(void)fd_write_all(stream == 1 ? 1 : 2, p, n);
+	/* a stalled reader loses only the live copy: the record keeps it */
+	out_cell(stream, p, n);
 }
 
+/* One line to stderr through the gate's queue (never blocks). */
+static void
+show_line(const char *fmt, ...) LOG_PRINTF(1, 2);
+
+static void
+show_line(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		out_msg(2, s, (size_t)n);
+	if (n >= 0)
+		free(s);
+}
+
+/* -v: the model's summary and code (the task is in cell 0's), redacted,
+ * control characters made visible. */
 static void
 show_code(const struct cell *c)
 {
-	const char *p = c->code, *nl;
+	char *sum = out_clean(c->summary, c->summary != NULL ?
+	    strlen(c->summary) : 0, 0);
+	char *code = out_clean(c->code, strlen(c->code), 1);
+	const char *p, *nl;
 	int line = 1;
 
-	(void)fprintf(stderr, "[agentz] cell %u: %s\n", c->n,
-	    c->summary != NULL ? c->summary : "");
-	while (*p != '\0') {
+	show_line("[agentz] cell %u: %s\n", c->n, sum != NULL ? sum : "");
+	for (p = code != NULL ? code : ""; *p != '\0'; ) {
 		nl = strchr(p, '\n');
-		(void)fprintf(stderr, "%4d | %.*s\n", line++,
+		show_line("%4d | %.*s\n", line++,
 		    (int)(nl != NULL ? nl - p : (long)strlen(p)), p);
 		p = nl != NULL ? nl + 1 : p + strlen(p);
 	}
+	free(sum);
+	free(code);
 }
 
 static void
 show_result(const struct agent *a, const struct cell *c)
 {
 	const char *kind = cells_kind_name(c->kind);
-	char cost[48];
+	char cost[48], *tb = NULL, *detail;
 
+	out_cell_end();		/* the cell's terminal filters */
 	if (c->traceback != NULL && (a->cfg.verbose || c->status != CELL_OK))
-		(void)fputs(c->traceback, stderr);
-	(void)fprintf(stderr, "[agentz] cell %u: %s%s%s%s%s (%.1f s, %lld "
-	    "tokens so far%s)\n", c->n, cells_status_name(c->status),
+		tb = out_clean(c->traceback, strlen(c->traceback), 1);
+	if (tb != NULL)
+		out_msg(2, tb, strlen(tb));
+	detail = c->detail != NULL ? out_clean(c->detail, strlen(c->detail),
+	    0) : NULL;
+	show_line("[agentz] cell %u: %s%s%s%s%s (%.1f s, %lld tokens so "
+	    "far%s)\n", c->n, cells_status_name(c->status),
 	    kind != NULL ? " " : "", kind != NULL ? kind : "",
-	    c->detail != NULL ? ": " : "", c->detail != NULL ? c->detail : "",
+	    detail != NULL ? ": " : "", detail != NULL ? detail : "",
 	    (double)c->duration_us / 1e6, agent_tokens(a),
 	    cost_note(a, cost, sizeof cost));
+	free(tb);
+	free(detail);
 }
 
 /* --- the loop ------------------------------------------------------------- */
@@ -1415,11 +1449,12 @@ agent_run(struct agent *a, const char *wpath)
 	int rc;
 
 	a->loop = loop_new();
-	a->red = redact_new();
+	a->red = redact_new_from_environ(environ);
 	if (a->loop == NULL || a->red == NULL ||
-	    redact_add_from_environ(a->red, environ) < 0 ||
 	    sig_setup(a->loop, a_signal, a) < 0)
 		fatal("agent: set-up");
+	out_set_redact(a->red);		/* the gate for everything shown */
+	out_attach(a->loop);
 	if (open_journal(a) < 0)	/* said why */
 		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
 	if (a->stopping)	/* ended already, or a crash loop */
@@ -1484,6 +1519,8 @@ agent_free(struct agent *a)
 	runner_free(a->runner);
 	view_clear(&a->view);
 	hosttools_free(a->host);
+	out_attach(NULL);
+	out_set_redact(NULL);
 	redact_free(a->red);
 	loop_free(a->loop);
 	clear_successor(a);

@@ -19,9 +19,10 @@
 
 #include <jansson.h>
 
-#include "common/fdio.h"
 #include "common/log.h"
 #include "supervisor/config.h"
+#include "supervisor/out.h"
+#include "supervisor/redact.h"
 #include "supervisor/runner.h"
 #include "supervisor/sig.h"
 #include "supervisor/view.h"
@@ -37,6 +38,7 @@ struct exec_run {
 	struct view view;
 	struct loop *loop;
 	struct runner *runner;
+	struct redact *red;	/* the same secrets an agent run hides */
 	struct src_cell *cells;
 	size_t ncells, next;
 	int failed;
@@ -168,7 +170,7 @@ x_output(void *ctx, const struct cell *c, int stream, const char *p,
 
 	(void)c;
 	if (!x->cfg.json)
-		(void)fd_write_all(stream == 1 ? 1 : 2, p, n);
+		out_cell(stream, p, n);	/* never blocks the loop */
 }
 
 static void
@@ -177,7 +179,8 @@ print_json(struct exec_run *x, const struct cell *c)
 	const struct worker *w = runner_worker(x->runner);
 	json_t *o = cells_json(c);
 	json_t *wj;
-	char *s;
+	char *s, *clean;
+	size_t n;
 
 	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:s, s:s}",
 	    "pid", (int)c->worker_pid, "generation", (int)c->worker_gen,
@@ -187,10 +190,13 @@ print_json(struct exec_run *x, const struct cell *c)
 	    "isolation", runner_isolation(x->runner));
 	(void)json_object_set_new(o, "worker", wj);
 	s = json_dumps(o, JSON_COMPACT);
-	if (s != NULL) {
-		(void)fd_write_all(1, s, strlen(s));
-		(void)fd_write_all(1, "\n", 1);
+	/* the record's texts are redacted; the code and the rest too */
+	clean = s != NULL ? redact_string(x->red, s, strlen(s), &n) : NULL;
+	if (clean != NULL) {
+		clean[n] = '\n';	/* the terminator's place */
+		out_record(1, clean, n + 1);
 	}
+	free(clean);
 	free(s);
 	json_decref(o);
 }
@@ -198,20 +204,32 @@ print_json(struct exec_run *x, const struct cell *c)
 static void
 print_status(const struct cell *c)
 {
-	char line[512];
+	char *line = NULL, *tb, *type, *detail;
+	int n;
 	const char *what = c->kind == KIND_CRASHED ? "crashed" :
 	    c->kind == KIND_PROTOCOL ? "protocol error" :
 	    cells_status_name(c->status);
 
-	if (c->traceback != NULL)
-		(void)fd_write_all(2, c->traceback, strlen(c->traceback));
-	(void)snprintf(line, sizeof line, "[agentz] cell %u (%s): %s%s%s%s%s "
-	    "in %.1f ms\n", c->n, c->source, what,
-	    c->exception_type ? " " : "",
-	    c->exception_type ? c->exception_type : "",
-	    c->detail ? ": " : "", c->detail ? c->detail : "",
+	/* written by the cell: through the gate (redacted, no controls) */
+	if (c->traceback != NULL) {
+		tb = out_clean(c->traceback, strlen(c->traceback), 1);
+		if (tb != NULL)
+			out_msg(2, tb, strlen(tb));
+		free(tb);
+	}
+	type = c->exception_type != NULL ? out_clean(c->exception_type,
+	    strlen(c->exception_type), 0) : NULL;
+	detail = c->detail != NULL ? out_clean(c->detail, strlen(c->detail),
+	    0) : NULL;
+	n = asprintf(&line, "[agentz] cell %u (%s): %s%s%s%s%s in %.1f ms\n",
+	    c->n, c->source, what, type ? " " : "", type ? type : "",
+	    detail ? ": " : "", detail ? detail : "",
 	    (double)c->duration_us / 1000.0);
-	(void)fd_write_all(2, line, strlen(line));
+	if (n > 0)
+		out_msg(2, line, (size_t)n);
+	free(line);
+	free(type);
+	free(detail);
 }
 
 static void
@@ -238,6 +256,7 @@ x_finished(void *ctx, struct cell *c)
 
 	if (c->status != CELL_OK)
 		x->failed = 1;
+	out_cell_end();
 	if (x->cfg.json)
 		print_json(x, c);
 	else
@@ -301,6 +320,9 @@ exec_free(struct exec_run *x)
 
 	runner_free(x->runner);
 	view_clear(&x->view);
+	out_attach(NULL);
+	out_set_redact(NULL);
+	redact_free(x->red);
 	loop_free(x->loop);
 	for (i = 0; i < x->ncells; i++)
 		free(x->cells[i].code);
@@ -316,8 +338,13 @@ exec_go(struct exec_run *x, const char *wpath)
 	runner_config_init(&rc, &x->cfg, wpath, uses_stdin(&x->cfg) ? -1 : 0);
 	rc.jail = &x->view.jc;
 	x->loop = loop_new();
-	if (x->loop == NULL || sig_setup(x->loop, x_signal, x) < 0)
+	x->red = redact_new_from_environ(environ);
+	if (x->loop == NULL || x->red == NULL ||
+	    sig_setup(x->loop, x_signal, x) < 0)
 		fatal("exec: event loop set-up");
+	rc.red = x->red;
+	out_set_redact(x->red);
+	out_attach(x->loop);
 	x->runner = runner_new(x->loop, &rc, &exec_ops, x);
 	if (x->runner == NULL)
 		return EXIT_WORKER;	/* said why */

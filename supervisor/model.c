@@ -23,6 +23,7 @@
 #include "supervisor/http.h"
 #include "supervisor/response.h"
 #include "supervisor/sse.h"
+#include "supervisor/streamred.h"
 
 struct call {
 	struct model *m;
@@ -36,6 +37,7 @@ struct call {
 	struct sse *sse;
 	struct response *resp;
 	char *held;		/* the terminal event, until we know */
+	struct streamred *sr;	/* per-field redaction of streamed events */
 	int sse_err;		/* why sse_feed gave up, 0 if it did not */
 	size_t held_len;
 	unsigned rounds;
@@ -110,6 +112,7 @@ call_free(struct call *c)
 	sse_free(c->sse);
 	response_free(c->resp);
 	free(c->held);
+	streamred_free(c->sr);
 	free(c);
 }
 
@@ -194,6 +197,15 @@ redacted(const struct model *m, const char *s, size_t n, size_t *outlen)
 
 
 static void forward(struct call *c, const char *data, size_t len);
+
+/* An event already redacted, to the caller. */
+static void
+forward_clean(void *ctx, const char *data, size_t len)
+{
+	struct call *c = ctx;
+
+	c->ops.event(c->ctx, data, len);
+}
 static void start_round(struct call *c);
 
 /* SSE event -> assembler; forward what the caller may see. */
@@ -209,6 +221,7 @@ on_sse(void *ctx, const struct sse_event *ev)
 	    strcmp(ev->data, "[DONE]") == 0)
 		return 0;
 	if (kind == RESPONSE_EV_TERMINAL) {	/* held until we know */
+		streamred_flush(c->sr, c->m->red, forward_clean, c);
 		free(c->held);
 		c->held = redacted(c->m, ev->data, ev->data_len, &c->held_len);
 		return 0;
@@ -217,20 +230,18 @@ on_sse(void *ctx, const struct sse_event *ev)
 	return 0;
 }
 
+/* A secret split across delta events is caught: one redactor per
+ * streamed field (streamred.h). */
 static void
 forward(struct call *c, const char *data, size_t len)
 {
-	size_t n;
-	char *clean;
-
 	if (c->m->red == NULL || redact_count(c->m->red) == 0) {
 		c->ops.event(c->ctx, data, len);	/* nothing to clean */
 		return;
 	}
-	clean = redact_string(c->m->red, data, len, &n);
-	if (clean != NULL)
-		c->ops.event(c->ctx, clean, n);
-	free(clean);
+	if (c->sr == NULL)
+		c->sr = streamred_new();	/* NULL: whole events */
+	streamred_event(c->sr, c->m->red, data, len, forward_clean, c);
 }
 
 static int
@@ -488,6 +499,7 @@ start_round(struct call *c)
 	response_free(c->resp);
 	free(c->held);
 	c->held = NULL;
+	streamred_reset(c->sr);
 	c->sse_err = 0;
 	c->sse = sse_new(on_sse, c, SSE_MAX_EVENT_DEFAULT);
 	c->resp = response_new();

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
+#include "supervisor/out.h"
+
 static uint64_t watchdog_ms;
 static notify_alive_fn *alive_fn;
 static void *alive_ctx;
@@ -70,7 +72,7 @@ notify_sanitize(char *s)
 void
 notify_status(const char *fmt, ...)
 {
-	char msg[512];
+	char msg[512], *clean;
 	va_list ap;
 
 	if (getenv("NOTIFY_SOCKET") == NULL)
@@ -78,8 +80,13 @@ notify_status(const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	notify_sanitize(msg);
-	(void)sd_notifyf(0, "STATUS=%s", msg);
+	/* the gate: secrets hidden, controls visible (one assignment) */
+	clean = out_clean(msg, strlen(msg), 0);
+	if (clean == NULL)
+		return;
+	notify_sanitize(clean);
+	(void)sd_notifyf(0, "STATUS=%s", clean);
+	free(clean);
 }
 
 void

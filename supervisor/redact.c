@@ -346,6 +346,18 @@ redact_add_from_environ(struct redact *r, char **envp)
 	return rc;
 }
 
+struct redact *
+redact_new_from_environ(char **envp)
+{
+	struct redact *r = redact_new();
+
+	if (r != NULL && redact_add_from_environ(r, envp) < 0) {
+		redact_free(r);
+		return NULL;
+	}
+	return r;
+}
+
 size_t
 redact_count(const struct redact *r)
 {

@@ -94,6 +94,13 @@ int redact_add(struct redact *r, const char *value, size_t len);
  */
 int redact_add_from_environ(struct redact *r, char **envp);
 
+/*
+ * The secret set of a run, the same for an agent run and `agentz exec`:
+ * every secret variable of envp (after ./.env and the systemd credential
+ * were loaded into it). NULL / ENOMEM.
+ */
+struct redact *redact_new_from_environ(char **envp);
+
 /* The number of distinct secrets held (ignored short values not counted). */
 size_t redact_count(const struct redact *r);
 

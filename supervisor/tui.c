@@ -14,7 +14,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "common/fdio.h"
+#include "supervisor/out.h"
 #include "supervisor/price.h"
 
 #define FRAME_MS 100
@@ -32,10 +32,15 @@ static struct {
 	double cost;		/* USD; < 0 unknown */
 } tui = { .cost = -1 };
 
+/*
+ * Through stdout's queue, never blocking: a frame is skipped while the
+ * terminal has not taken what came before; the scroll region (force)
+ * always goes out whole.
+ */
 static void
-put(const char *s, size_t n)
+put(const char *s, size_t n, int force)
 {
-	(void)fd_write_all(tui.fd, s, n);
+	out_term(s, n, force);
 }
 
 static int
@@ -57,7 +62,7 @@ set_region(void)
 	char b[64];
 	int n = snprintf(b, sizeof b, "\0337\033[1;%ur\0338", tui.rows - 1);
 
-	put(b, (size_t)n);
+	put(b, (size_t)n, 1);
 }
 
 static void
@@ -84,7 +89,7 @@ draw(void)
 		bar[tui.cols] = '\0';
 	n = snprintf(frame, sizeof frame, "\0337\033[%u;1H\033[2K\033[7m%s"
 	    "\033[0m\0338", tui.rows, bar);
-	put(frame, (size_t)n);
+	put(frame, (size_t)n, 0);
 }
 
 static void
@@ -118,7 +123,7 @@ tui_init(struct loop *l, int fd)
 		return 0;
 	tui.loop = l;
 	tui.active = 1;
-	put("\n", 1);		/* room for the bar below the cursor */
+	put("\n", 1, 1);	/* room for the bar below the cursor */
 	set_region();
 	draw();
 	(void)loop_timer(l, FRAME_MS, frame_tick, NULL);
@@ -137,7 +142,7 @@ tui_end(void)
 	/* drop the region, clear the bar, cursor back above it */
 	n = snprintf(b, sizeof b, "\0337\033[r\033[%u;1H\033[2K\0338",
 	    tui.rows);
-	put(b, (size_t)n);
+	put(b, (size_t)n, 1);
 }
 
 int
@@ -146,16 +151,14 @@ tui_active(void)
 	return tui.active;
 }
 
-/* Text for the bar, control characters made spaces. */
+/* Text for the bar through the gate: redacted, controls visible. */
 static void
 set_text(char *dst, size_t len, const char *src)
 {
-	char *p;
+	char *c = out_clean(src, src != NULL ? strlen(src) : 0, 0);
 
-	(void)snprintf(dst, len, "%s", src != NULL ? src : "");
-	for (p = dst; *p != '\0'; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ' ';
+	(void)snprintf(dst, len, "%s", c != NULL ? c : "");
+	free(c);
 }
 
 void
