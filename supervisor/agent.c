@@ -198,6 +198,27 @@ cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
 	return o;
 }
 
+/*
+ * Journals part of c's record; the history then reads it back from there
+ * instead of keeping it in memory.
+ */
+static int
+record_cell(struct agent *a, const struct cell *c, int outputs)
+{
+	uint64_t off;
+	size_t len;
+	int rc;
+
+	rc = record(a, outputs ? "output" : "input", cell_record(c, outputs ?
+	    cells_outputs_json : cells_inputs_json));
+	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
+		journal_last(a->journal, &off, &len);
+		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,
+		    off, len);
+	}
+	return rc;
+}
+
 /* --- the successor ------------------------------------------------------- */
 
 static void
@@ -477,7 +498,7 @@ run_cell(struct agent *a, const char *code, size_t len, const char *summary,
 		stop(a, EXIT_FAILED, "cannot start the next cell");
 		return;
 	}
-	(void)record(a, "input", cell_record(c, cells_inputs_json));
+	(void)record_cell(a, c, 0);
 	if (a->cfg.verbose)
 		show_code(c);
 	notify_status("cell %u: %s", c->n,
@@ -619,7 +640,7 @@ a_finished(void *ctx, struct cell *c)
 
 	if (c->status == CELL_OK && !has)
 		mark_no_successor(c);
-	(void)record(a, "output", cell_record(c, cells_outputs_json));
+	(void)record_cell(a, c, 1);
 	show_result(a, c);
 	if (c->status == CELL_EXITED) {
 		stop(a, EXIT_OK, NULL);
@@ -1085,6 +1106,36 @@ by_cell(const json_t *records, const char *type)
 	return o;
 }
 
+/* A cell back from its journal records (only their places are in memory). */
+static struct cell *
+restore_cell(struct agent *a, const json_t *in, const json_t *out)
+{
+	json_t *i = in != NULL ? journal_full(a->journal, in) : NULL;
+	json_t *o = out != NULL ? journal_full(a->journal, out) : NULL;
+	struct cell *c = NULL;
+	uint64_t off;
+	size_t len;
+
+	if (in != NULL && (i == NULL || (out != NULL && o == NULL)))
+		log_warn("--resume: cannot read cell records back from %s",
+		    a->cfg.journal);
+	else if (i != NULL)
+		c = runner_restore(a->runner, i, o);
+	json_decref(i);
+	json_decref(o);
+	if (c == NULL)
+		return NULL;
+	if (journal_where(in, &off, &len) == 0)
+		cells_journaled(runner_cells(a->runner), c, 0, a->journal, off,
+		    len);
+	if (out == NULL)	/* it was running when we went down */
+		(void)record_cell(a, c, 1);
+	else if (journal_where(out, &off, &len) == 0)
+		cells_journaled(runner_cells(a->runner), c, 1, a->journal, off,
+		    len);
+	return c;
+}
+
 /*
  * Rebuilds the history, the consecutive failures and the failure
  * signatures; returns the last cell, or NULL when none ran.
@@ -1099,16 +1150,10 @@ restore_cells(struct agent *a)
 	size_t n;
 
 	for (n = 0;; n++) {
-		const json_t *i, *o;
-
 		(void)snprintf(key, sizeof key, "%zu", n);
-		i = json_object_get(in, key);
-		o = json_object_get(out, key);
-		if (i == NULL || (c = runner_restore(a->runner, i, o)) == NULL)
+		if ((c = restore_cell(a, json_object_get(in, key),
+		    json_object_get(out, key))) == NULL)
 			break;
-		if (o == NULL)	/* it was running when we went down */
-			(void)record(a, "output", cell_record(c,
-			    cells_outputs_json));
 		if (c->kind == KIND_RESTART)
 			continue;	/* not the code's doing: counts neither way */
 		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
