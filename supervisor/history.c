@@ -227,7 +227,7 @@ slice_cells(struct cells *h, size_t a, size_t b, json_t *out)
 		if (j == NULL)
 			j = json_pack("{s:I, s:s}", "cell", (json_int_t)i, "error",
 			    "its record cannot be read back");
-		if ((n = json_bytes(j)) > h->reply_max / 2) {
+		if ((n = json_bytes(j)) + 264 > h->reply_max) {
 			json_decref(j);
 			j = omitted(h, i, n);
 			n = json_bytes(j);

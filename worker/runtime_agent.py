@@ -201,7 +201,8 @@ class _History:
 
     def _keys(self):
         info = self._ask(keys=True)
-        running = set(info["running"])
+        # an output exists once its cell ended; inputs from the start
+        running = set(info["running"]) if self._what == "outputs" else ()
         return [i for i in range(info["total"]) if i not in running]
 
     def __getitem__(self, n):
