@@ -65,7 +65,7 @@ bounded_part(struct cells *h, size_t i, enum cells_part p, char **err)
 }
 
 static json_t *
-keys(struct cells *h)
+keys_of(struct cells *h)
 {
 	json_t *running = json_array();
 	size_t i;
@@ -150,7 +150,7 @@ history_serve(struct cells *h, const json_t *body, const char **type,
 	    strcmp(what, "outputs") == 0)) {
 		p = what[0] == 'i' ? PART_INPUTS : PART_OUTPUTS;
 		if (json_is_true(json_object_get(body, "keys")))
-			return keys(h);
+			return keys_of(h);
 		if (get_index(body, "cell", &i)) {
 			if (i >= h->n || (p == PART_OUTPUTS &&
 			    cells_status(h, i) == CELL_RUNNING))

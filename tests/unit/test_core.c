@@ -67,6 +67,38 @@ test_capture_keeps_head_and_tail(void **state)
 }
 
 static void
+test_capture_freeze_keeps_the_text_exactly_sized(void **state)
+{
+	struct capture c;
+	char buf[1000], *before, *after;
+	size_t n, m;
+
+	(void)state;
+	memset(buf, 'a', sizeof buf);
+	capture_init(&c, 100);
+	assert_int_equal(capture_append(&c, buf, sizeof buf), 0);
+	before = capture_text(&c, &n);
+	assert_int_equal(capture_bytes(&c), 100);
+	assert_int_equal(capture_freeze(&c), 0);
+	assert_int_equal(capture_bytes(&c), n + 1);
+	assert_int_equal(capture_dropped(&c), 900);
+	assert_int_equal(capture_append(&c, "late", 4), 0);
+	assert_int_equal(capture_dropped(&c), 904);
+	after = capture_text(&c, &m);
+	assert_int_equal(m, n);
+	assert_memory_equal(before, after, n);
+	free(before);
+	free(after);
+	assert_int_equal(capture_restore(&c, "abc", 3, 10, 7), 0);
+	after = capture_text(&c, &m);
+	assert_string_equal(after, "abc");
+	assert_int_equal(c.total, 10);
+	assert_int_equal(capture_dropped(&c), 7);
+	free(after);
+	capture_clear(&c);
+}
+
+static void
 test_capture_one_huge_chunk(void **state)
 {
 	struct capture c;
@@ -523,6 +555,7 @@ main(void)
 		cmocka_unit_test(test_capture_small_is_kept_whole),
 		cmocka_unit_test(test_capture_keeps_head_and_tail),
 		cmocka_unit_test(test_capture_one_huge_chunk),
+		cmocka_unit_test(test_capture_freeze_keeps_the_text_exactly_sized),
 		cmocka_unit_test(test_utf8_sanitize),
 		cmocka_unit_test(test_config_size),
 		cmocka_unit_test(test_rewrite_effort_only_goes_up),
