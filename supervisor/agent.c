@@ -55,6 +55,7 @@ struct agent {
 	struct config cfg;
 	struct view view;
 	const char *task;
+	char *task_kept;	/* the task read back from the journal */
 	struct loop *loop;
 	struct runner *runner;
 	struct model *model;
@@ -991,7 +992,9 @@ load_journal(struct agent *a)
 		    a->cfg.journal);
 		return -1;
 	}
-	a->task = task;
+	if ((a->task_kept = strdup(task)) == NULL)
+		return -1;
+	a->task = a->task_kept;
 	a->run_started = json_number_value(json_object_get(run, "at"));
 	usage = find_type(a->records, "usage", 1);
 	a->tokens_base = json_integer_value(json_object_get(usage, "tokens"));
@@ -1331,6 +1334,9 @@ agent_run(struct agent *a, const char *wpath)
 		return EXIT_WORKER;
 	}
 	rc = a->cfg.resume ? resume(a) : -1;
+	/* the history reads old cells back from the journal itself */
+	json_decref(a->records);
+	a->records = NULL;
 	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
 		code = first_cell(a->task);
 		if (code != NULL)
@@ -1371,6 +1377,7 @@ agent_free(struct agent *a)
 	free(a->instructions);
 	journal_close(a->journal);
 	json_decref(a->records);
+	free(a->task_kept);
 	json_decref(a->signatures);
 	free(a->stop_reason);
 	free(a->restart_note);
