@@ -548,6 +548,38 @@ test_history_slices_like_python(void **state)
 	cells_clear(&hist);
 }
 
+static void
+test_history_slice_is_cut_at_the_reply_bound(void **state)
+{
+	struct cells hist;
+	char code[1000];
+	json_t *r, *t;
+	int i;
+
+	(void)state;
+	memset(code, 'c', sizeof code);
+	cells_init(&hist, 1024);
+	cells_set_limits(&hist, 0, 3500);
+	for (i = 0; i < 5; i++)
+		assert_non_null(cells_begin(&hist, code, sizeof code, NULL, NULL,
+		    -1));
+	r = slice(&hist, "{\"start\": 1}");
+	assert_int_equal(json_array_size(json_object_get(r, "cells")), 2);
+	t = json_object_get(r, "truncated");
+	assert_int_equal(json_integer_value(json_object_get(t, "next_start")),
+	    3);
+	assert_non_null(strstr(json_string_value(json_object_get(t, "note")),
+	    "start=3"));
+	json_decref(r);
+	cells_set_limits(&hist, 0, 1000);	/* one record is over it */
+	r = slice(&hist, "{\"start\": 4}");
+	t = json_array_get(json_object_get(r, "cells"), 0);
+	assert_int_equal(json_integer_value(json_object_get(t, "cell")), 4);
+	assert_non_null(json_object_get(t, "omitted"));
+	json_decref(r);
+	cells_clear(&hist);
+}
+
 int
 main(void)
 {
@@ -567,6 +599,7 @@ main(void)
 		cmocka_unit_test(test_inactive_cell_gets_cell_has_finished),
 		cmocka_unit_test(test_external_call_and_both_continuations),
 		cmocka_unit_test(test_history_slices_like_python),
+		cmocka_unit_test(test_history_slice_is_cut_at_the_reply_bound),
 	};
 
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
