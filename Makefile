@@ -159,6 +159,7 @@ bench: all
 	$(PY) bench/model_overhead.py $(O)
 	$(PY) bench/isolation.py $(O)
 	$(PY) bench/crash_soak.py $(O)
+	$(PY) bench/soak.py $(O)
 
 FUZZ_BIN := build-fuzz/fuzz_proto
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h

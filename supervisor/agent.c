@@ -58,6 +58,7 @@ struct agent {
 	struct config cfg;
 	struct view view;
 	const char *task;
+	char *task_kept;	/* the task read back from the journal */
 	struct loop *loop;
 	struct runner *runner;
 	struct model *model;
@@ -208,6 +209,27 @@ cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
 
 	(void)json_object_update_new(o, part(c));
 	return o;
+}
+
+/*
+ * Journals part of c's record; the history then reads it back from there
+ * instead of keeping it in memory.
+ */
+static int
+record_cell(struct agent *a, const struct cell *c, int outputs)
+{
+	uint64_t off;
+	size_t len;
+	int rc;
+
+	rc = record(a, outputs ? "output" : "input", cell_record(c, outputs ?
+	    cells_outputs_json : cells_inputs_json));
+	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
+		journal_last(a->journal, &off, &len);
+		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,
+		    off, len);
+	}
+	return rc;
 }
 
 /* --- the successor ------------------------------------------------------- */
@@ -643,7 +665,7 @@ run_cell(struct agent *a, const char *code, size_t len, const char *summary,
 		stop(a, EXIT_FAILED, "cannot start the next cell");
 		return;
 	}
-	(void)record(a, "input", cell_record(c, cells_inputs_json));
+	(void)record_cell(a, c, 0);
 	if (a->cfg.verbose)
 		show_code(c);
 	notify_status("cell %u: %s", c->n,
@@ -804,7 +826,7 @@ a_finished(void *ctx, struct cell *c)
 	if (c->status == CELL_OK && !has)
 		mark_no_successor(c);
 	calls_cell_over(a, c);
-	(void)record(a, "output", cell_record(c, cells_outputs_json));
+	(void)record_cell(a, c, 1);
 	show_result(a, c);
 	if (c->status == CELL_EXITED) {
 		stop(a, EXIT_OK, NULL);
@@ -1169,7 +1191,9 @@ load_journal(struct agent *a)
 		    a->cfg.journal);
 		return -1;
 	}
-	a->task = task;
+	if ((a->task_kept = strdup(task)) == NULL)
+		return -1;
+	a->task = a->task_kept;
 	a->run_started = json_number_value(json_object_get(run, "at"));
 	usage = find_type(a->records, "usage", 1);
 	a->tokens_base = json_integer_value(json_object_get(usage, "tokens"));
@@ -1284,6 +1308,36 @@ by_cell(const json_t *records, const char *type)
 	return o;
 }
 
+/* A cell back from its journal records (only their places are in memory). */
+static struct cell *
+restore_cell(struct agent *a, const json_t *in, const json_t *out)
+{
+	json_t *i = in != NULL ? journal_full(a->journal, in) : NULL;
+	json_t *o = out != NULL ? journal_full(a->journal, out) : NULL;
+	struct cell *c = NULL;
+	uint64_t off;
+	size_t len;
+
+	if (in != NULL && (i == NULL || (out != NULL && o == NULL)))
+		log_warn("--resume: cannot read cell records back from %s",
+		    a->cfg.journal);
+	else if (i != NULL)
+		c = runner_restore(a->runner, i, o);
+	json_decref(i);
+	json_decref(o);
+	if (c == NULL)
+		return NULL;
+	if (journal_where(in, &off, &len) == 0)
+		cells_journaled(runner_cells(a->runner), c, 0, a->journal, off,
+		    len);
+	if (out == NULL)	/* it was running when we went down */
+		(void)record_cell(a, c, 1);
+	else if (journal_where(out, &off, &len) == 0)
+		cells_journaled(runner_cells(a->runner), c, 1, a->journal, off,
+		    len);
+	return c;
+}
+
 /*
  * Rebuilds the history, the consecutive failures and the failure
  * signatures; returns the last cell, or NULL when none ran.
@@ -1298,16 +1352,10 @@ restore_cells(struct agent *a)
 	size_t n;
 
 	for (n = 0;; n++) {
-		const json_t *i, *o;
-
 		(void)snprintf(key, sizeof key, "%zu", n);
-		i = json_object_get(in, key);
-		o = json_object_get(out, key);
-		if (i == NULL || (c = runner_restore(a->runner, i, o)) == NULL)
+		if ((c = restore_cell(a, json_object_get(in, key),
+		    json_object_get(out, key))) == NULL)
 			break;
-		if (o == NULL)	/* it was running when we went down */
-			(void)record(a, "output", cell_record(c,
-			    cells_outputs_json));
 		if (c->kind == KIND_RESTART)
 			continue;	/* not the code's doing: counts neither way */
 		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
@@ -1485,6 +1533,9 @@ agent_run(struct agent *a, const char *wpath)
 		return EXIT_WORKER;
 	}
 	rc = a->cfg.resume ? resume(a) : -1;
+	/* the history reads old cells back from the journal itself */
+	json_decref(a->records);
+	a->records = NULL;
 	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
 		code = first_cell(a->task);
 		if (code != NULL)
@@ -1527,6 +1578,7 @@ agent_free(struct agent *a)
 	free(a->instructions);
 	journal_close(a->journal);
 	json_decref(a->records);
+	free(a->task_kept);
 	json_decref(a->signatures);
 	free(a->stop_reason);
 	free(a->restart_note);

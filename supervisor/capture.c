@@ -67,6 +67,10 @@ capture_append(struct capture *c, const char *p, size_t n)
 	size_t room;
 
 	c->total += n;
+	if (c->frozen) {
+		c->dropped += n;
+		return 0;
+	}
 	if (c->head == NULL && head_max(c) > 0) {
 		c->head = malloc(head_max(c));
 		if (c->head == NULL)
@@ -92,6 +96,8 @@ capture_append(struct capture *c, const char *p, size_t n)
 uint64_t
 capture_dropped(const struct capture *c)
 {
+	if (c->frozen)
+		return c->dropped;
 	return c->total - c->head_len - c->tail_len;
 }
 
@@ -102,6 +108,16 @@ capture_text(const struct capture *c, size_t *len)
 	size_t mlen = 0, cap = tail_max(c), first, n;
 	char *s;
 
+	if (c->frozen) {
+		s = malloc(c->head_len + 1);
+		if (s == NULL)
+			return NULL;
+		if (c->head_len > 0)
+			memcpy(s, c->head, c->head_len);
+		s[c->head_len] = '\0';
+		*len = c->head_len;
+		return s;
+	}
 	if (capture_dropped(c) > 0)
 		mlen = (size_t)snprintf(marker, sizeof marker,
 		    "\n[... %llu bytes dropped ...]\n",
@@ -123,4 +139,55 @@ capture_text(const struct capture *c, size_t *len)
 	s[n] = '\0';
 	*len = n;
 	return s;
+}
+
+int
+capture_freeze(struct capture *c)
+{
+	uint64_t dropped;
+	size_t len;
+	char *text;
+
+	if (c->frozen)
+		return 0;
+	dropped = capture_dropped(c);
+	if ((text = capture_text(c, &len)) == NULL)
+		return -1;
+	free(c->head);
+	free(c->tail);
+	c->head = text;
+	c->head_len = len;
+	c->tail = NULL;
+	c->tail_start = c->tail_len = 0;
+	c->dropped = dropped;
+	c->frozen = 1;
+	return 0;
+}
+
+int
+capture_restore(struct capture *c, const char *text, size_t len,
+    uint64_t total, uint64_t dropped)
+{
+	char *copy = malloc(len + 1);
+
+	if (copy == NULL)
+		return -1;
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	capture_clear(c);
+	c->head = copy;
+	c->head_len = len;
+	c->total = total;
+	c->dropped = dropped;
+	c->frozen = 1;
+	return 0;
+}
+
+size_t
+capture_bytes(const struct capture *c)
+{
+	if (c->frozen)
+		return c->head != NULL ? c->head_len + 1 : 0;
+	return (c->head != NULL ? c->limit / 2 : 0) +
+	    (c->tail != NULL ? c->limit - c->limit / 2 : 0);
 }

@@ -17,6 +17,10 @@ struct capture {
 	char *tail;		/* ring of limit - limit/2 bytes */
 	size_t tail_start, tail_len;
 	uint64_t total;		/* bytes ever appended */
+	/* frozen (capture_freeze): head holds the whole text, marker
+	 * included, exactly sized; dropped is kept here */
+	int frozen;
+	uint64_t dropped;
 };
 
 void capture_init(struct capture *c, size_t limit);
@@ -31,5 +35,20 @@ uint64_t capture_dropped(const struct capture *c);
  * tail. *len gets its length. NULL / ENOMEM.
  */
 char *capture_text(const struct capture *c, size_t *len);
+/*
+ * Once the cell is over: replaces the buffers by capture_text's string,
+ * exactly sized (a finished record keeps what it printed, not the limit's
+ * room). Later appends are only counted as dropped. 0, or -1/ENOMEM
+ * (left as it was).
+ */
+int capture_freeze(struct capture *c);
+/*
+ * A frozen capture from a record read back: text (copied) as kept, with
+ * the totals it had. 0, or -1/ENOMEM.
+ */
+int capture_restore(struct capture *c, const char *text, size_t len,
+    uint64_t total, uint64_t dropped);
+/* Heap bytes the capture holds. */
+size_t capture_bytes(const struct capture *c);
 
 #endif

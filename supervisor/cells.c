@@ -4,9 +4,14 @@
 #include "supervisor/cells.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/log.h"
+#include "supervisor/journal.h"
 #include "supervisor/loop.h"
 #include "supervisor/utf8.h"
 
@@ -15,6 +20,18 @@ cells_init(struct cells *h, size_t output_limit)
 {
 	memset(h, 0, sizeof *h);
 	h->output_limit = output_limit;
+	h->budget = CELLS_MEMORY_BUDGET;
+	h->reply_max = CELLS_REPLY_MAX;
+	h->spill_fd = -1;
+}
+
+void
+cells_set_limits(struct cells *h, size_t budget, size_t reply_max)
+{
+	if (budget > 0)
+		h->budget = budget;
+	if (reply_max > 0)
+		h->reply_max = reply_max;
 }
 
 static void
@@ -36,12 +53,304 @@ cell_free(struct cell *c)
 void
 cells_clear(struct cells *h)
 {
-	size_t i;
+	size_t i, limit = h->output_limit, budget = h->budget;
+	size_t reply_max = h->reply_max;
 
 	for (i = 0; i < h->n; i++)
-		cell_free(h->v[i]);
-	free(h->v);
-	cells_init(h, h->output_limit);
+		cell_free(h->slot[i].rec);
+	free(h->slot);
+	if (h->spill_fd >= 0)
+		(void)close(h->spill_fd);
+	cells_init(h, limit);
+	cells_set_limits(h, budget, reply_max);
+}
+
+struct cell *
+cells_get(struct cells *h, size_t i)
+{
+	return i < h->n ? h->slot[i].rec : NULL;
+}
+
+enum cell_status
+cells_status(const struct cells *h, size_t i)
+{
+	if (h->slot[i].rec != NULL)
+		return h->slot[i].rec->status;
+	return (enum cell_status)h->slot[i].status;
+}
+
+void
+cells_journaled(struct cells *h, const struct cell *c, int outputs,
+    const struct journal *j, uint64_t off, size_t len)
+{
+	struct cell_slot *s;
+
+	if (c == NULL || c->n >= h->n || len == 0 || len > UINT32_MAX)
+		return;
+	s = &h->slot[c->n];
+	if (s->store == STORE_SPILL)
+		return;
+	h->journal = j;
+	s->store = STORE_JOURNAL;
+	if (outputs) {
+		s->out_off = off;
+		s->out_len = (uint32_t)len;
+	} else {
+		s->in_off = off;
+		s->in_len = (uint32_t)len;
+	}
+}
+
+/* --- the store: the journal, or the spill file ------------------------------ */
+
+static int
+spill_open(struct cells *h)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int fd;
+
+	if (dir == NULL || *dir == '\0')
+		dir = "/tmp";
+	fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && (size_t)snprintf(path, sizeof path,
+	    "%s/agentz-spill-XXXXXX", dir) < sizeof path &&
+	    (fd = mkostemp(path, O_CLOEXEC)) >= 0)
+		(void)unlink(path);
+	if (fd < 0)
+		return -1;
+	h->spill_fd = fd;
+	return 0;
+}
+
+static int
+pwrite_all(int fd, const char *p, size_t n, uint64_t off)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* Appends j (consumed) as one line to the spill file. */
+static int
+spill_put(struct cells *h, json_t *j, uint64_t *off, uint32_t *len)
+{
+	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	size_t n;
+	int rc = -1;
+
+	json_decref(j);
+	if (s == NULL)
+		return -1;
+	n = strlen(s);
+	s[n] = '\n';	/* the NUL goes: the lengths say where lines end */
+	if (n + 1 <= UINT32_MAX && pwrite_all(h->spill_fd, s, n + 1,
+	    h->spill_size) == 0) {
+		*off = h->spill_size;
+		*len = (uint32_t)(n + 1);
+		h->spill_size += n + 1;
+		rc = 0;
+	}
+	free(s);
+	return rc;
+}
+
+static json_t *
+spill_inputs(const struct cell *c)
+{
+	json_t *o = cells_inputs_json(c);
+
+	if (o != NULL && c->source != NULL)
+		(void)json_object_set_new(o, "source", json_string(c->source));
+	return o;
+}
+
+/* Writes cell i's record to the spill file, unless the journal has it. */
+static int
+store(struct cells *h, size_t i)
+{
+	struct cell_slot *s = &h->slot[i];
+	uint64_t in_off, out_off;
+	uint32_t in_len, out_len;
+
+	if (s->store == STORE_JOURNAL && s->in_len > 0 && s->out_len > 0)
+		return 0;
+	if ((h->spill_fd < 0 && spill_open(h) < 0) ||
+	    spill_put(h, spill_inputs(s->rec), &in_off, &in_len) < 0 ||
+	    spill_put(h, cells_outputs_json(s->rec), &out_off, &out_len) < 0) {
+		if (!h->spill_failed)
+			log_warn("cells: cannot write the history's spill file in "
+			    "%s; older records stay in memory", getenv("TMPDIR") ?
+			    getenv("TMPDIR") : "/tmp");
+		h->spill_failed = 1;
+		return -1;
+	}
+	s->store = STORE_SPILL;
+	s->in_off = in_off, s->in_len = in_len;
+	s->out_off = out_off, s->out_len = out_len;
+	return 0;
+}
+
+static json_t *
+spill_read(const struct cells *h, uint64_t off, uint32_t len)
+{
+	char *line = malloc(len);
+	json_t *j = NULL;
+
+	if (line == NULL)
+		return NULL;
+	if (pread(h->spill_fd, line, len, (off_t)off) == (ssize_t)len &&
+	    line[len - 1] == '\n')
+		j = json_loadb(line, len - 1, 0, NULL);
+	free(line);
+	if (j == NULL)
+		errno = EIO;
+	return j;
+}
+
+/* One part as stored, without what the store adds ("v", "type", "cell"). */
+static json_t *
+load_part(const struct cells *h, size_t i, int outputs)
+{
+	const struct cell_slot *s = &h->slot[i];
+	uint64_t off = outputs ? s->out_off : s->in_off;
+	uint32_t len = outputs ? s->out_len : s->in_len;
+	json_t *j;
+
+	if (len == 0) {
+		errno = EIO;
+		return NULL;
+	}
+	if (s->store == STORE_SPILL)
+		j = spill_read(h, off, len);
+	else
+		j = journal_read(h->journal, off, len);
+	if (j == NULL)
+		return NULL;
+	(void)json_object_del(j, "v");
+	(void)json_object_del(j, "type");
+	(void)json_object_del(j, "cell");
+	return j;
+}
+
+static json_t *
+whole(size_t i, json_t *in, json_t *out)
+{
+	json_t *o = json_object(), *src = json_object_get(in, "source");
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "cell", json_integer((json_int_t)i));
+	(void)json_object_set(o, "source", src != NULL ? src : json_null());
+	(void)json_object_del(in, "source");
+	(void)json_object_update(o, in);
+	(void)json_object_update(o, out);
+	return o;
+}
+
+json_t *
+cells_part(struct cells *h, size_t i, enum cells_part p)
+{
+	json_t *in = NULL, *out = NULL, *o = NULL;
+
+	if (i >= h->n) {
+		errno = ENOENT;
+		return NULL;
+	}
+	if (h->slot[i].rec != NULL)
+		return p == PART_INPUTS ? cells_inputs_json(h->slot[i].rec) :
+		    p == PART_OUTPUTS ? cells_outputs_json(h->slot[i].rec) :
+		    cells_json(h->slot[i].rec);
+	if (p != PART_OUTPUTS && (in = load_part(h, i, 0)) == NULL)
+		return NULL;
+	if (p != PART_INPUTS && (out = load_part(h, i, 1)) == NULL) {
+		json_decref(in);
+		return NULL;
+	}
+	if (p == PART_INPUTS) {
+		(void)json_object_del(in, "source");
+		return in;
+	}
+	if (p == PART_OUTPUTS)
+		return out;
+	o = whole(i, in, out);
+	json_decref(in);
+	json_decref(out);
+	return o;
+}
+
+/* --- keeping memory flat ------------------------------------------------------ */
+
+static size_t
+str_bytes(const char *s)
+{
+	return s != NULL ? strlen(s) + 1 : 0;
+}
+
+/* Heap bytes of a record in memory. */
+static size_t
+cell_bytes(const struct cell *c)
+{
+	return sizeof *c + c->code_len + 1 + str_bytes(c->summary) +
+	    str_bytes(c->source) + str_bytes(c->exception_type) +
+	    str_bytes(c->traceback) + str_bytes(c->detail) +
+	    str_bytes(c->stack) + capture_bytes(&c->out);
+}
+
+static int
+evict(struct cells *h, size_t i)
+{
+	struct cell_slot *s = &h->slot[i];
+
+	if (s->rec->status == CELL_RUNNING || store(h, i) < 0)
+		return -1;
+	s->status = (uint8_t)s->rec->status;
+	cell_free(s->rec);
+	s->rec = NULL;
+	return 0;
+}
+
+/*
+ * Before a new cell: finished records give back their capture's spare
+ * room, and the oldest go to the store until the rest fits the budget.
+ * The newest record stays (the front ends hold it, e.g. as the failed
+ * cell a repair is about), and so does any running one.
+ */
+static void
+compact(struct cells *h)
+{
+	size_t i, total = 0, kept;
+
+	for (i = h->lo; i < h->n; i++) {
+		if (h->slot[i].rec == NULL)
+			continue;
+		if (h->slot[i].rec->status != CELL_RUNNING)
+			(void)capture_freeze(&h->slot[i].rec->out);
+		total += cell_bytes(h->slot[i].rec);
+	}
+	while (h->lo + 1 < h->n) {
+		struct cell *c = h->slot[h->lo].rec;
+		size_t size;
+
+		kept = h->n - h->lo;
+		if (c != NULL && kept < CELLS_RESIDENT_MAX && total <= h->budget)
+			break;
+		size = c != NULL ? cell_bytes(c) : 0;
+		if (c != NULL && evict(h, h->lo) < 0)
+			break;
+		total -= size;
+		h->lo++;
+	}
 }
 
 static char *
@@ -55,15 +364,16 @@ cells_begin(struct cells *h, const char *code, size_t len,
     const char *summary, const char *source, int64_t generated_by)
 {
 	struct cell *c;
-	struct cell **nv;
+	struct cell_slot *nv;
 
 	if (h->n == h->cap) {
-		nv = realloc(h->v, (h->cap ? h->cap * 2 : 16) * sizeof *nv);
+		nv = realloc(h->slot, (h->cap ? h->cap * 2 : 16) * sizeof *nv);
 		if (nv == NULL)
 			return NULL;
-		h->v = nv;
+		h->slot = nv;
 		h->cap = h->cap ? h->cap * 2 : 16;
 	}
+	compact(h);
 	c = calloc(1, sizeof *c);
 	if (c == NULL || (c->code = malloc(len + 1)) == NULL) {
 		free(c);
@@ -81,7 +391,8 @@ cells_begin(struct cells *h, const char *code, size_t len,
 	c->status = CELL_RUNNING;
 	c->exit_code = c->term_signal = -1;
 	capture_init(&c->out, h->output_limit);
-	h->v[h->n++] = c;
+	memset(&h->slot[h->n], 0, sizeof h->slot[h->n]);
+	h->slot[h->n++].rec = c;
 	return c;
 }
 
@@ -172,12 +483,26 @@ restore_str(const json_t *o, const char *key)
 	return s != NULL ? strdup(s) : NULL;
 }
 
+/* The output as it was kept, with its totals (older journals lack them). */
+static void
+restore_capture(struct cell *c, const json_t *text, const json_t *out)
+{
+	const json_t *total = json_object_get(out, "output_bytes");
+	const json_t *dropped = json_object_get(out, "output_dropped");
+	size_t len = json_string_length(text);
+
+	(void)capture_restore(&c->out, json_string_value(text), len,
+	    json_is_integer(total) ? (uint64_t)json_integer_value(total) : len,
+	    json_is_integer(dropped) ? (uint64_t)json_integer_value(dropped) :
+	    0);
+}
+
 static void
 restore_output(struct cell *c, const json_t *out)
 {
 	const char *st = json_string_value(json_object_get(out, "status"));
 	const char *kind = json_string_value(json_object_get(out, "kind"));
-	const char *text = json_string_value(json_object_get(out, "output"));
+	const json_t *text = json_object_get(out, "output");
 	int i;
 
 	for (i = CELL_OK; i <= CELL_EXITED; i++)
@@ -191,8 +516,8 @@ restore_output(struct cell *c, const json_t *out)
 	c->exception_type = restore_str(out, "exception_type");
 	c->traceback = restore_str(out, "traceback");
 	c->detail = restore_str(out, "detail");
-	if (text != NULL)
-		(void)capture_append(&c->out, text, strlen(text));
+	if (json_is_string(text))
+		restore_capture(c, text, out);
 	c->finished_at = json_real_value(json_object_get(out, "finished_at"));
 	c->duration_us = (uint64_t)json_integer_value(json_object_get(out,
 	    "duration_us"));

@@ -67,14 +67,65 @@ struct cell {
 	unsigned calls_cancelled;
 };
 
-struct cells {
-	struct cell **v;
-	size_t n, cap;
-	size_t output_limit;
+/*
+ * The history stays flat in the length of the run: the newest records are
+ * kept whole in memory (struct cell) within CELLS_MEMORY_BUDGET bytes and
+ * CELLS_RESIDENT_MAX records, the rest only where they are durable: the
+ * journal (cells_journaled says where) or, for a cell the journal does not
+ * hold, an unlinked spill file. What stays of every cell is its slot.
+ */
+#define CELLS_MEMORY_BUDGET	((size_t)8 << 20)
+#define CELLS_RESIDENT_MAX	64
+#define CELLS_REPLY_MAX		((size_t)16 << 20)
+
+struct journal;
+
+enum cells_store { STORE_NONE, STORE_JOURNAL, STORE_SPILL };
+
+struct cell_slot {
+	struct cell *rec;		/* the whole record, or NULL */
+	uint64_t in_off, out_off;	/* its parts in the store */
+	uint32_t in_len, out_len;	/* 0: not there */
+	uint8_t status;			/* enum cell_status, once evicted */
+	uint8_t store;			/* enum cells_store */
 };
+
+struct cells {
+	struct cell_slot *slot;
+	size_t n, cap;
+	size_t lo;			/* slots below hold no record */
+	size_t output_limit;
+	size_t budget;			/* bytes of records kept whole */
+	size_t reply_max;		/* one reply to a cell or the model */
+	const struct journal *journal;
+	int spill_fd;			/* -1: none yet */
+	uint64_t spill_size;
+	int spill_failed;		/* said once */
+};
+
+enum cells_part { PART_INPUTS, PART_OUTPUTS, PART_ALL };
 
 void cells_init(struct cells *h, size_t output_limit);
 void cells_clear(struct cells *h);
+/* The memory budget and the reply bound (0: keep the default). */
+void cells_set_limits(struct cells *h, size_t budget, size_t reply_max);
+
+/* Cell i's record if it is in memory (always the newest two), or NULL. */
+struct cell *cells_get(struct cells *h, size_t i);
+/* Cell i's status, in memory or not. */
+enum cell_status cells_status(const struct cells *h, size_t i);
+/*
+ * A part of cell i's record as a new JSON object (cells_inputs_json,
+ * cells_outputs_json, cells_json), from memory or read back. NULL with
+ * errno: ENOENT for no such cell, EIO for a store that cannot be read.
+ */
+json_t *cells_part(struct cells *h, size_t i, enum cells_part p);
+/*
+ * Part of c's record (outputs or inputs) is the journal's record at off
+ * (len bytes): once both are there, evicting the record frees it.
+ */
+void cells_journaled(struct cells *h, const struct cell *c, int outputs,
+    const struct journal *j, uint64_t off, size_t len);
 
 /*
  * Appends the record of a new cell (status RUNNING, started now). Copies

@@ -10,15 +10,27 @@
 
 #include "supervisor/cells.h"
 
-/* {"0": record part, ...}; what is "inputs" or "outputs". NULL: bad what. */
-json_t *history_map(struct cells *h, const char *what);
-/* The full record of the latest failed cell, or JSON null. */
-json_t *history_last_error(struct cells *h);
+/*
+ * A cell's "cells" request (CELL_INPUTS, CELL_OUTPUTS, get_last_error()),
+ * body parsed. "what" is "inputs" or "outputs" with one of
+ *   "keys": true           -> {"total": n, "running": [i, ...]}
+ *   "cell": i              -> that part of cell i's record, or null
+ *   "start": a, "end": b   -> {"cells": {"a": part, ...}, "next": k}
+ * (as many of cells a..b-1 as fit one reply; go on from k), or it is
+ * "last_error": the whole record of the latest failed cell, or null. No
+ * reply exceeds h->reply_max. Returns a new reference, or NULL with *err
+ * (malloc'ed; NULL when out of memory) and *type the Python exception.
+ */
+json_t *history_serve(struct cells *h, const json_t *body, const char **type,
+    char **err);
 /*
  * get_history_cells: args is the parsed arguments object. Returns the
  * result (new reference): {"total": n} when start and end are both null
  * or missing, else {"total": n, "cells": history[start:end]} with Python
- * slice semantics over every cell including the running one. On bad
+ * slice semantics over every cell including the running one, within
+ * h->reply_max bytes: when cut, "truncated": {"next_start", "note"}, and
+ * a record too big for any result stands as {"cell", "status",
+ * "omitted": why}. On bad
  * arguments returns NULL and sets *err to a malloc'ed message.
  */
 json_t *history_slice(struct cells *h, const json_t *args, char **err);

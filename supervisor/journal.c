@@ -30,6 +30,8 @@ struct journal {
 	int fd;
 	int broken;		/* a write failed: nothing more is appended */
 	off_t size;		/* where the last whole record ends */
+	off_t last_off;		/* the last record appended, and its length */
+	size_t last_len;
 	const struct redact *red;
 };
 
@@ -213,6 +215,8 @@ append_line(struct journal *j, const char *line, size_t n)
 	int saved;
 
 	if (fd_write_all(j->fd, line, n) == 0 && fdatasync(j->fd) == 0) {
+		j->last_off = j->size;
+		j->last_len = n;
 		j->size += (off_t)n;
 		return 0;
 	}
@@ -258,6 +262,37 @@ journal_append(struct journal *j, const char *type, json_t *rec)
 	free(line);
 	free(clean);
 	return rc;
+}
+
+void
+journal_last(const struct journal *j, uint64_t *off, size_t *len)
+{
+	*off = (uint64_t)j->last_off;
+	*len = j->last_len;
+}
+
+json_t *
+journal_read(const struct journal *j, uint64_t off, size_t len)
+{
+	char *line;
+	json_t *rec;
+	ssize_t n;
+
+	if (len == 0 || (line = malloc(len)) == NULL) {
+		errno = len == 0 ? EIO : ENOMEM;
+		return NULL;
+	}
+	n = pread(j->fd, line, len, (off_t)off);
+	if (n != (ssize_t)len || line[len - 1] != '\n') {
+		free(line);
+		errno = n < 0 ? errno : EIO;
+		return NULL;
+	}
+	rec = json_loadb(line, len - 1, 0, NULL);
+	free(line);
+	if (rec == NULL)
+		errno = EIO;
+	return rec;
 }
 
 /* --- reading back ----------------------------------------------------------- */
@@ -346,6 +381,50 @@ check_record(const json_t *rec, char *buf, size_t size)
 	return NULL;
 }
 
+/* The cell records journal_load keeps only the place of. */
+static int
+kept_by_place(const json_t *rec)
+{
+	const char *type = json_string_value(json_object_get(rec, "type"));
+
+	return strcmp(type, "input") == 0 || strcmp(type, "output") == 0;
+}
+
+static json_t *
+place_of(json_t *rec, off_t off, size_t len)
+{
+	json_t *stub = json_pack("{s:O, s:O, s:O, s:[I, I]}", "v",
+	    json_object_get(rec, "v"), "type", json_object_get(rec, "type"),
+	    "cell", json_object_get(rec, "cell"), "@at", (json_int_t)off,
+	    (json_int_t)len);
+
+	json_decref(rec);
+	return stub;
+}
+
+int
+journal_where(const json_t *rec, uint64_t *off, size_t *len)
+{
+	const json_t *at = json_object_get(rec, "@at");
+
+	if (json_array_size(at) != 2)
+		return -1;
+	*off = (uint64_t)json_integer_value(json_array_get(at, 0));
+	*len = (size_t)json_integer_value(json_array_get(at, 1));
+	return 0;
+}
+
+json_t *
+journal_full(const struct journal *j, const json_t *rec)
+{
+	uint64_t off;
+	size_t len;
+
+	if (journal_where(rec, &off, &len) < 0)
+		return json_incref((json_t *)(uintptr_t)rec);
+	return journal_read(j, off, len);
+}
+
 json_t *
 journal_load(const char *path, char **err)
 {
@@ -356,6 +435,7 @@ journal_load(const char *path, char **err)
 	const char *bad = NULL;
 	size_t cap = 0;
 	ssize_t n;
+	off_t at = 0;
 	int lineno = 0;
 
 	*err = NULL;
@@ -373,10 +453,15 @@ journal_load(const char *path, char **err)
 			bad = je.text;
 		else
 			bad = check_record(rec, buf, sizeof buf);
+		if (bad == NULL && kept_by_place(rec))
+			rec = place_of(rec, at, (size_t)n);
+		if (bad == NULL && rec == NULL)
+			bad = "out of memory";
 		if (bad == NULL)
 			(void)json_array_append_new(all, rec);
 		else
 			json_decref(rec);
+		at += n;
 	}
 	if (bad == NULL && ferror(f))
 		bad = strerror(errno);

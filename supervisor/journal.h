@@ -21,6 +21,8 @@
 #define AGENTZ_JOURNAL_H
 
 #include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "supervisor/redact.h"
 
@@ -46,6 +48,14 @@ void journal_close(struct journal *j);
  * whole record) and every later append fails with EIO.
  */
 int journal_append(struct journal *j, const char *type, json_t *rec);
+/* Where the last record appended starts, and its length (newline included). */
+void journal_last(const struct journal *j, uint64_t *off, size_t *len);
+/*
+ * The record at off (len bytes, newline included), as written: a new
+ * object, or NULL with errno (EIO: not a whole record there, ENOMEM).
+ * Reads through the locked descriptor; the file offset is not moved.
+ */
+json_t *journal_read(const struct journal *j, uint64_t off, size_t len);
 
 /*
  * Reads every record of path, in order, each checked against the schema
@@ -55,5 +65,14 @@ int journal_append(struct journal *j, const char *type, json_t *rec);
  * new array, or NULL with *err (malloc'ed) naming the file and line.
  */
 json_t *journal_load(const char *path, char **err);
+/*
+ * The records of cells ("input", "output") can be megabytes each, so
+ * journal_load keeps only their "v", "type", "cell" and where they are:
+ * journal_where gives the place (0, or -1 for a record kept whole), and
+ * journal_full the whole record read back (a new reference; rec itself,
+ * with a new reference, when it was kept whole; NULL with errno).
+ */
+int journal_where(const json_t *rec, uint64_t *off, size_t *len);
+json_t *journal_full(const struct journal *j, const json_t *rec);
 
 #endif

@@ -140,6 +140,9 @@ runner_new(struct loop *l, const struct runner_config *c,
 	r->ops = *ops;
 	r->ctx = ctx;
 	cells_init(&r->cells, c->output_limit);
+	/* a reply well under the frame limit, whatever the history holds */
+	cells_set_limits(&r->cells, 0, c->worker.max_frame / 2 <
+	    CELLS_REPLY_MAX ? c->worker.max_frame / 2 : CELLS_REPLY_MAX);
 	buf_init(&r->inbuf);
 	r->ps.stat_fd = r->ps.status_fd = r->ps.clear_fd = -1;
 	redact_stream_init(&r->rs[0]);
@@ -192,7 +195,7 @@ runner_restore(struct runner *r, const json_t *in, const json_t *out)
 struct cell *
 runner_last(struct runner *r)
 {
-	return r->cells.n > 0 ? r->cells.v[r->cells.n - 1] : NULL;
+	return r->cells.n > 0 ? cells_get(&r->cells, r->cells.n - 1) : NULL;
 }
 
 void
@@ -630,19 +633,17 @@ static void
 serve_cells(struct runner *r, const struct msg_request *q)
 {
 	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	const char *what = json_string_value(json_object_get(body, "what"));
-	json_t *res = NULL;
+	const char *type;
+	char *err;
+	json_t *res = history_serve(&r->cells, body, &type, &err);
 
-	if (what != NULL && strcmp(what, "last_error") == 0)
-		res = history_last_error(&r->cells);
-	else if (what != NULL)
-		res = history_map(&r->cells, what);
 	json_decref(body);
 	if (res == NULL)
-		reply_error(r, q->id, "ValueError", "cells: what must be inputs, "
-		    "outputs or last_error");
+		reply_error(r, q->id, type, err != NULL ? err :
+		    "cells: out of memory");
 	else
 		reply_json(r, q->id, res);
+	free(err);
 }
 
 static void

@@ -195,42 +195,70 @@ def _quit(cell, *args):
 
 
 class _History:
-    """Read-only mapping of cell number -> record, fetched from the host."""
+    """Read-only mapping of cell number -> record, fetched from the host.
+
+    Nothing is held here: each access asks the supervisor for what it
+    needs (one record, the keys, or the records page by page), so the
+    history may be far larger than one reply.
+    """
 
     def __init__(self, what):
         self._what = what
 
-    def _all(self):
-        return _json().loads(host_request("cells", _json().dumps({"what": self._what})))
+    def _ask(self, **kw):
+        kw["what"] = self._what
+        return _json().loads(host_request("cells", _json().dumps(kw)))
+
+    @staticmethod
+    def _index(n):
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            return n
+        if isinstance(n, str) and n.isascii() and n.isdigit() and str(int(n)) == n:
+            return int(n)
+        return None
+
+    def _keys(self):
+        info = self._ask(keys=True)
+        # an output exists once its cell ended; inputs from the start
+        running = set(info["running"]) if self._what == "outputs" else ()
+        return [i for i in range(info["total"]) if i not in running]
 
     def __getitem__(self, n):
-        recs = self._all()
-        key = str(n)
-        if key not in recs:
+        i = self._index(n)
+        rec = None if i is None else self._ask(cell=i)
+        if rec is None:
             raise KeyError(n)
-        return recs[key]
+        return rec
 
     def __len__(self):
-        return len(self._all())
+        return len(self._keys())
 
     def __iter__(self):
-        return iter(sorted(int(k) for k in self._all()))
+        return iter(self._keys())
 
     def __contains__(self, n):
-        return str(n) in self._all()
+        i = self._index(n)
+        return i is not None and i in set(self._keys())
 
     def keys(self):
-        return list(self)
+        return self._keys()
 
     def items(self):
-        recs = self._all()
-        return [(int(k), recs[k]) for k in sorted(recs, key=int)]
+        out, i, end = [], 0, self._ask(keys=True)["total"]
+        while i < end:
+            page = self._ask(start=i, end=end)
+            out.extend((int(k), v) for k, v in page["cells"].items())
+            i = page["next"]
+        return sorted(out, key=lambda kv: kv[0])
 
     def values(self):
         return [v for _, v in self.items()]
 
     def get(self, n, default=None):
-        return self._all().get(str(n), default)
+        try:
+            return self[n]
+        except KeyError:
+            return default
 
     def __repr__(self):
         return f"<{self._what} of {len(self)} cells>"

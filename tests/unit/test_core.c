@@ -67,6 +67,38 @@ test_capture_keeps_head_and_tail(void **state)
 }
 
 static void
+test_capture_freeze_keeps_the_text_exactly_sized(void **state)
+{
+	struct capture c;
+	char buf[1000], *before, *after;
+	size_t n, m;
+
+	(void)state;
+	memset(buf, 'a', sizeof buf);
+	capture_init(&c, 100);
+	assert_int_equal(capture_append(&c, buf, sizeof buf), 0);
+	before = capture_text(&c, &n);
+	assert_int_equal(capture_bytes(&c), 100);
+	assert_int_equal(capture_freeze(&c), 0);
+	assert_int_equal(capture_bytes(&c), n + 1);
+	assert_int_equal(capture_dropped(&c), 900);
+	assert_int_equal(capture_append(&c, "late", 4), 0);
+	assert_int_equal(capture_dropped(&c), 904);
+	after = capture_text(&c, &m);
+	assert_int_equal(m, n);
+	assert_memory_equal(before, after, n);
+	free(before);
+	free(after);
+	assert_int_equal(capture_restore(&c, "abc", 3, 10, 7), 0);
+	after = capture_text(&c, &m);
+	assert_string_equal(after, "abc");
+	assert_int_equal(c.total, 10);
+	assert_int_equal(capture_dropped(&c), 7);
+	free(after);
+	capture_clear(&c);
+}
+
+static void
 test_capture_one_huge_chunk(void **state)
 {
 	struct capture c;
@@ -535,6 +567,38 @@ test_history_slices_like_python(void **state)
 	cells_clear(&hist);
 }
 
+static void
+test_history_slice_is_cut_at_the_reply_bound(void **state)
+{
+	struct cells hist;
+	char code[1000];
+	json_t *r, *t;
+	int i;
+
+	(void)state;
+	memset(code, 'c', sizeof code);
+	cells_init(&hist, 1024);
+	cells_set_limits(&hist, 0, 3500);
+	for (i = 0; i < 5; i++)
+		assert_non_null(cells_begin(&hist, code, sizeof code, NULL, NULL,
+		    -1));
+	r = slice(&hist, "{\"start\": 1}");
+	assert_int_equal(json_array_size(json_object_get(r, "cells")), 2);
+	t = json_object_get(r, "truncated");
+	assert_int_equal(json_integer_value(json_object_get(t, "next_start")),
+	    3);
+	assert_non_null(strstr(json_string_value(json_object_get(t, "note")),
+	    "start=3"));
+	json_decref(r);
+	cells_set_limits(&hist, 0, 1000);	/* one record is over it */
+	r = slice(&hist, "{\"start\": 4}");
+	t = json_array_get(json_object_get(r, "cells"), 0);
+	assert_int_equal(json_integer_value(json_object_get(t, "cell")), 4);
+	assert_non_null(json_object_get(t, "omitted"));
+	json_decref(r);
+	cells_clear(&hist);
+}
+
 int
 main(void)
 {
@@ -542,6 +606,7 @@ main(void)
 		cmocka_unit_test(test_capture_small_is_kept_whole),
 		cmocka_unit_test(test_capture_keeps_head_and_tail),
 		cmocka_unit_test(test_capture_one_huge_chunk),
+		cmocka_unit_test(test_capture_freeze_keeps_the_text_exactly_sized),
 		cmocka_unit_test(test_utf8_sanitize),
 		cmocka_unit_test(test_config_size),
 		cmocka_unit_test(test_config_needs_key),
@@ -554,6 +619,7 @@ main(void)
 		cmocka_unit_test(test_inactive_cell_gets_cell_has_finished),
 		cmocka_unit_test(test_external_call_and_both_continuations),
 		cmocka_unit_test(test_history_slices_like_python),
+		cmocka_unit_test(test_history_slice_is_cut_at_the_reply_bound),
 	};
 
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
