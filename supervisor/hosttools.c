@@ -47,6 +47,9 @@ static const char *const external_types[] = {
 /* Outputs of a cell that is over are kept up to this size (a
  * set_next_cell_code result is a line); larger ones become a note. */
 #define KEPT_AFTER_CELL	1024
+/* ... and only for the last few cells that are over: memory stays flat
+ * however long the run. */
+#define KEPT_CELLS	4
 
 /* What one stored output is counted as beyond its strings (jansson). */
 #define STORED_OVERHEAD	256
@@ -410,6 +413,12 @@ shrink(struct hosttools *h, struct stored *e)
 	h->bytes += e->bytes;
 }
 
+static int
+is_old(const struct stored *e, const void *live_from)
+{
+	return e->cell + KEPT_CELLS < *(const uint32_t *)live_from;
+}
+
 void
 hosttools_cell_over(struct hosttools *h, uint32_t cell)
 {
@@ -417,6 +426,7 @@ hosttools_cell_over(struct hosttools *h, uint32_t cell)
 
 	if (cell + 1 > h->live_from)
 		h->live_from = cell + 1;
+	drop_where(h, is_old, &h->live_from);
 	for (e = h->head; e != NULL; e = e->next)
 		if (e->cell < h->live_from && e->bytes > STORED_OVERHEAD +
 		    KEPT_AFTER_CELL)

@@ -14,8 +14,8 @@
  * call; once that cell is over an output larger than a line becomes a
  * short note saying it was not kept (a later cell may still continue the
  * response by previous_response_id, and the API wants an output for
- * every call), and all of them stay within a byte budget, the oldest
- * evicted first. They are not dropped on first use: a caller running a
+ * every call), those of cells more than a few cells ago go, and all of
+ * them stay within a byte budget, the oldest evicted first. They are not dropped on first use: a caller running a
  * stateless loop resends the same function_call items with every
  * request of its cell.
  */

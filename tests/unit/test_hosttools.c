@@ -163,6 +163,10 @@ test_store_cut_when_the_cell_is_over(void **state)
 	/* a late answer of cell 3's call is not kept */
 	submit_call(h, &b3, 5);
 	assert_null(filled(h, 5));
+	/* a few cells later even the lines go: flat in the run's length */
+	hosttools_cell_over(h, 100);
+	assert_null(filled(h, 1));
+	assert_int_equal(hosttools_stored_bytes(h), 0);
 	cells_clear(&hist);
 	hosttools_free(h);
 }
