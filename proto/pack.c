@@ -474,3 +474,83 @@ fail:
 	errno = saved;
 	return -1;
 }
+
+/* --- the head of a REQUEST, from a prefix of its body ------------------- */
+
+/*
+ * One msgpack unsigned integer at p[*off]. 1 with *v, 0 when the prefix
+ * ends first, -1 when the byte is no unsigned integer.
+ */
+static int
+head_uint(const uint8_t *p, size_t have, size_t *off, uint64_t *v)
+{
+	static const uint8_t width[4] = { 1, 2, 4, 8 };
+	size_t n, i;
+	uint8_t b;
+
+	if (*off >= have)
+		return 0;
+	b = p[*off];
+	if (b <= 0x7f) {
+		*v = b;
+		(*off)++;
+		return 1;
+	}
+	if (b < 0xcc || b > 0xcf)
+		return -1;
+	n = width[b - 0xcc];
+	if (have - *off < 1 + n)
+		return 0;
+	for (*v = 0, i = 1; i <= n; i++)
+		*v = *v << 8 | p[*off + i];
+	*off += 1 + n;
+	return 1;
+}
+
+/* See proto.h. Methods are short names: more than 255 bytes is refused. */
+int
+msg_request_head(const uint8_t *p, size_t have, struct msg *m)
+{
+	uint64_t id, cell;
+	size_t off = 1, len;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (have < 1)
+		return 0;
+	if (p[0] != 0x94)	/* fixarray of the four fields */
+		goto bad;
+	if ((rc = head_uint(p, have, &off, &id)) <= 0 ||
+	    (rc = head_uint(p, have, &off, &cell)) <= 0)
+		goto out;
+	if (cell > UINT32_MAX)
+		goto bad;
+	if (off >= have)
+		return 0;
+	if ((p[off] & 0xe0) == 0xa0) {
+		len = p[off] & 0x1f;
+		off += 1;
+	} else if (p[off] == 0xd9) {
+		if (have - off < 2)
+			return 0;
+		len = p[off + 1];
+		off += 2;
+	} else {
+		goto bad;
+	}
+	if (have - off < len)
+		return 0;
+	m->type = MSG_REQUEST;
+	m->u.request.id = id;
+	m->u.request.cell = (uint32_t)cell;
+	if (bytes_copy(&m->u.request.method, (const char *)p + off,
+	    (uint32_t)len) < 0)
+		return -1;
+	return 1;
+out:
+	if (rc == 0)
+		return 0;
+bad:
+	errno = EBADMSG;
+	return -1;
+}

@@ -104,6 +104,7 @@ struct pending {
 	unsigned gen;		/* worker generation that asked */
 	long long tokens_at;	/* the model's count when it was sent */
 	size_t sent, streamed;	/* bytes, for the estimate of a cut call */
+	unsigned dropped;	/* stream events the worker had no room for */
 };
 
 static void run_cell(struct agent *a, const char *code, size_t len,
@@ -266,8 +267,9 @@ call_event(void *ctx, const char *json, size_t len)
 {
 	struct pending *p = ctx;
 
-	if (same_worker(p))
-		(void)runner_event(p->a->runner, p->req, json, len);
+	if (same_worker(p) && runner_event(p->a->runner, p->req, json,
+	    len) < 0 && errno == ENOBUFS)
+		p->dropped++;
 }
 
 static void
@@ -355,6 +357,13 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	count_call(a, type, p->tokens_at, p->sent + p->streamed);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
+	} else if (same_worker(p) && p->dropped > 0) {
+		char why[160];
+
+		(void)snprintf(why, sizeof why, "%u stream events were dropped: "
+		    "the cell did not read its stream and the queue to it was "
+		    "full", p->dropped);
+		reply_error(a, p->req, "ModelError", why);
 	} else if (same_worker(p)) {
 		s = json_dumps(resp, JSON_COMPACT);
 		/* no copy when there is no secret to clean */
@@ -395,8 +404,9 @@ a_request(void *ctx, struct cell *c, const struct msg_request *q)
 	struct pending *p;
 	struct host_binding b;
 
-	if (strcmp(q->method.ptr, "call_me") != 0 || !json_is_object(body)) {
-		reply_error(a, q->id, "RuntimeError", "unknown host request");
+	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
+		reply_error(a, q->id, "TypeError", "call_me: the request body "
+		    "is not a JSON object");
 		json_decref(body);
 		return;
 	}
