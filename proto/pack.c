@@ -507,12 +507,31 @@ head_uint(const uint8_t *p, size_t have, size_t *off, uint64_t *v)
 	return 1;
 }
 
+/* A msgpack bin header at p[*off]: 1 with *len, 0 / -1 as head_uint. */
+static int
+head_bin(const uint8_t *p, size_t have, size_t *off, size_t *len)
+{
+	size_t n, i;
+
+	if (*off >= have)
+		return 0;
+	if (p[*off] < 0xc4 || p[*off] > 0xc6)
+		return -1;
+	n = (size_t)1 << (p[*off] - 0xc4);
+	if (have - *off < 1 + n)
+		return 0;
+	for (*len = 0, i = 1; i <= n; i++)
+		*len = *len << 8 | p[*off + i];
+	*off += 1 + n;
+	return 1;
+}
+
 /* See proto.h. Methods are short names: more than 255 bytes is refused. */
 int
 msg_request_head(const uint8_t *p, size_t have, struct msg *m)
 {
 	uint64_t id, cell;
-	size_t off = 1, len;
+	size_t off = 1, len, mstart, blen;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
@@ -540,12 +559,17 @@ msg_request_head(const uint8_t *p, size_t have, struct msg *m)
 	}
 	if (have - off < len)
 		return 0;
+	mstart = off;
+	off += len;
+	if ((rc = head_bin(p, have, &off, &blen)) <= 0)
+		goto out;
 	m->type = MSG_REQUEST;
 	m->u.request.id = id;
 	m->u.request.cell = (uint32_t)cell;
-	if (bytes_copy(&m->u.request.method, (const char *)p + off,
+	if (bytes_copy(&m->u.request.method, (const char *)p + mstart,
 	    (uint32_t)len) < 0)
 		return -1;
+	m->u.request.body = (struct bytes){ NULL, blen };
 	return 1;
 out:
 	if (rc == 0)

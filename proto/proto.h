@@ -239,8 +239,8 @@ void frame_rx_skip(struct frame_rx *rx);
 
 /*
  * The fixed fields of a REQUEST from the first bytes of its body: id,
- * cell and method (a malloc'ed copy the caller frees with msg_clear;
- * body left empty). 1 when decoded, 0 when more bytes are needed, -1
+ * cell and method (a malloc'ed copy the caller frees with msg_clear),
+ * and the body's length (body.len; body.ptr NULL). 1 when decoded, 0 when more bytes are needed, -1
  * with EBADMSG / ENOMEM. For refusing a request by its method and size
  * before its body is buffered.
  */

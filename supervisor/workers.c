@@ -967,8 +967,7 @@ refuse_big(struct worker *w, const uint8_t *body, size_t have, size_t len,
 		msg_clear(m);
 		return 0;
 	}
-	frame_rx_skip(&w->rx);
-	m->u.request.body = (struct bytes){ NULL, len };
+	frame_rx_skip(&w->rx);	/* body.len says how big it was */
 	return 1;
 }
 
