@@ -36,6 +36,7 @@ extern char **environ;
 #include "supervisor/hosttools.h"
 #include "supervisor/http.h"
 #include "supervisor/journal.h"
+#include "supervisor/jspan.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
 #include "supervisor/price.h"
@@ -396,31 +397,176 @@ static const struct model_call_ops call_ops = {
 	call_event, call_progress, call_done
 };
 
-static void
-a_request(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	struct agent *a = ctx;
-	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	struct pending *p;
-	struct host_binding b;
+/*
+ * A call_me body up to CALL_TREE_MAX is parsed into a jansson tree; a
+ * bigger one (image inputs, long histories: up to the frame limit) keeps
+ * its input as text, spliced into the request, because the tree of many
+ * small items is ~21x its text. Its other parameters are still parsed,
+ * and must together stay within CALL_TREE_MAX.
+ */
+#define CALL_TREE_MAX ((size_t)1 << 20)
 
-	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
-		reply_error(a, q->id, "TypeError", "call_me: the request body "
-		    "is not a JSON object");
-		json_decref(body);
-		return;
-	}
-	p = calloc(1, sizeof *p);
+static struct pending *
+pending_new(struct agent *a, const struct msg_request *q)
+{
+	struct pending *p = calloc(1, sizeof *p);
+
 	if (p == NULL) {
 		reply_error(a, q->id, "ModelError", "out of memory");
-		json_decref(body);
-		return;
+		return NULL;
 	}
 	p->a = a;
 	p->req = q->id;
 	p->gen = worker_generation(runner_worker(a->runner));
 	p->tokens_at = model_total_tokens(a->model);
 	p->sent = q->body.len;
+	return p;
+}
+
+/* The restart note ahead of an input kept as text (see add_restart_note):
+ * the new text (malloc'ed, *n), or NULL when there is no note. */
+static char *
+restart_note_raw(struct agent *a, struct jspan in, const char *sep,
+    size_t *n)
+{
+	char *note = NULL, *head = NULL, *out = NULL;
+	struct jspan_iter it;
+	struct jspan v;
+	json_t *j;
+
+	if (a->restart_note == NULL || asprintf(&note, "%s%s",
+	    a->restart_note, sep) < 0)
+		return NULL;
+	if (jspan_kind(in) == '"')
+		j = json_string(note);
+	else
+		j = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
+		    "developer", "content", a->restart_note);
+	head = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	json_decref(j);
+	free(note);
+	if (head == NULL)
+		return NULL;
+	if (jspan_kind(in) == '"') {	/* "note + "rest of the string */
+		if (asprintf(&out, "%.*s%.*s", (int)strlen(head) - 1, head,
+		    (int)in.n - 1, in.p + 1) < 0)
+			out = NULL;
+	} else if (jspan_iter_init(&it, in) == '[') {
+		if (asprintf(&out, "[%s%s%.*s", head, jspan_iter_next(&it,
+		    NULL, &v) ? "," : "", (int)in.n - 1, in.p + 1) < 0)
+			out = NULL;
+	}
+	free(head);
+	if (out != NULL) {
+		*n = strlen(out);
+		free(a->restart_note);
+		a->restart_note = NULL;
+	}
+	return out;
+}
+
+/* The parameters other than input, parsed, and input as a span. */
+static json_t *
+split_params(struct jspan params, struct jspan *input, char *err, size_t size)
+{
+	struct jspan_iter it;
+	struct jspan k, v;
+	struct buf rest;
+	json_t *j = NULL;
+
+	*input = (struct jspan){ NULL, 0 };
+	buf_init(&rest);
+	if (jspan_iter_init(&it, params) != '{') {
+		(void)snprintf(err, size, "call_me: the parameters must be "
+		    "keyword arguments");
+		return NULL;
+	}
+	(void)buf_append(&rest, "{", 1);
+	while (jspan_iter_next(&it, &k, &v)) {
+		if (jspan_is(k, "input")) {
+			*input = v;
+			continue;
+		}
+		if ((rest.len > 1 && buf_append(&rest, ",", 1) < 0) ||
+		    buf_append(&rest, k.p - 1, (size_t)(v.p + v.n - k.p + 1)) < 0)
+			break;
+	}
+	if (rest.len + 1 > CALL_TREE_MAX)
+		(void)snprintf(err, size, "call_me: the parameters other than "
+		    "input are %zu bytes, over their %zu-byte cap", rest.len + 1,
+		    CALL_TREE_MAX);
+	else if (buf_append(&rest, "}", 1) == 0)
+		j = json_loadb((const char *)rest.data, rest.len, 0, NULL);
+	buf_clear(&rest);
+	return j;
+}
+
+static void
+a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
+    struct pending *p)
+{
+	struct jspan body = { q->body.ptr, q->body.len }, k, v, params = { 0 };
+	struct jspan input;
+	struct jspan_iter it;
+	struct host_binding b;
+	char err[160] = "call_me: the request body is not valid JSON";
+	char *noted;
+	size_t n = 0;
+	int stream = 0;
+	json_t *rest = NULL;
+
+	if (jspan_valid(body.p, body.n) && jspan_iter_init(&it, body) == '{') {
+		while (jspan_iter_next(&it, &k, &v)) {
+			if (jspan_is(k, "params"))
+				params = v;
+			else if (jspan_is(k, "stream"))
+				stream = jspan_is(v, "true");
+		}
+	}
+	if (params.p != NULL && (rest = split_params(params, &input, err,
+	    sizeof err)) != NULL && jspan_kind(input) != '"' &&
+	    jspan_kind(input) != '[') {
+		(void)snprintf(err, sizeof err, "call_me: input must be a string "
+		    "or a list of items");
+		json_decref(rest);
+		rest = NULL;
+	}
+	if (rest == NULL) {
+		reply_error(a, q->id, "TypeError", err);
+		free(p);
+		return;
+	}
+	noted = restart_note_raw(a, input, "\n\n", &n);
+	if (noted != NULL)
+		input = (struct jspan){ noted, n };
+	b = binding(a, c->n);
+	(void)model_call_raw(a->model, rest, input, stream, &b, &call_ops, p);
+	free(noted);
+	json_decref(rest);
+}
+
+static void
+a_request(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	struct agent *a = ctx;
+	struct pending *p;
+	struct host_binding b;
+	json_t *body;
+
+	if ((p = pending_new(a, q)) == NULL)
+		return;
+	if (q->body.len > CALL_TREE_MAX) {
+		a_request_raw(a, c, q, p);
+		return;
+	}
+	body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
+	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
+		reply_error(a, q->id, "TypeError", "call_me: the request body "
+		    "is not a JSON object");
+		json_decref(body);
+		free(p);
+		return;
+	}
 	add_restart_note(a, json_object_get(body, "params"), "\n\n");
 	b = binding(a, c->n);
 	(void)model_call(a->model, json_object_get(body, "params"),

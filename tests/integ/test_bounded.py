@@ -131,6 +131,7 @@ def assert_rss(peak_kb, largest_request):
     if SAN:
         return      # ASan's shadow and quarantine: RSS says nothing here
     bound = BASE_KB + 2 * largest_request // 1024
+    print("peak %d kB, bound %d kB" % (peak_kb, bound))
     assert 0 < peak_kb < bound, "supervisor peak RSS %d kB, bound %d kB" % (
         peak_kb, bound)
 
@@ -235,3 +236,54 @@ def test_request_flood_does_not_hold_up_the_deadline(tmp_path):
     assert r["duration_us"] <= (2 + 0.5 + 1) * 1e6, r["duration_us"]
     assert recs[5]["output"] == "ok\n"
     assert_rss(peak, 64)
+
+
+# --- call_me: a big body of many small input items -------------------------
+
+def agent_env(tmp_path):
+    e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+         "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        if k in os.environ:
+            e[k] = os.environ[k]
+    return e
+
+
+ITEMS = 600000                 # ~40 MiB of JSON in ~60-byte items
+BIG_CALL_CELL = """\
+import json
+items = [{"role": "user", "content": "item %%07d " %% i + "x" * 30}
+         for i in range(%d)]
+open('body-size', 'w').write(str(len(json.dumps(
+    {"params": {"input": items}, "stream": False}))))
+r = call_me(input=items)
+print('answer:', r.output_text)
+del items
+""" % ITEMS + GATE_CELL + "\nquit()\n"
+
+
+def test_big_call_me_of_small_items_is_forwarded_without_a_tree(tmp_path):
+    """~40 MiB of small input items: forwarded whole (the model sees every
+    item) while the supervisor stays under 64 MiB + 2 x the request, far
+    from the ~21x a jansson tree of it would take."""
+    script = [{"next_cell": {"code": BIG_CALL_CELL, "summary": "Big."}},
+              {"text": "cont"}, {"text": "big ok"}]
+    with ModelServer(script) as srv:
+        argv = [AGENTZ, "--base-url", srv.base_url, "--cell-timeout", "120",
+                "--memory-limit", "2G", "Do the big call."]
+        p, out, err, peak = gated_run(argv, str(tmp_path),
+                                      env=agent_env(tmp_path), timeout=180)
+        assert p.returncode == 0, err[-3000:]
+        assert "answer: big ok" in out + err, (out + err)[-3000:]
+        big = [b for b in srv.bodies
+               if isinstance(b.get("input"), list) and len(b["input"]) > 1000]
+        assert len(big) == 1, [type(b.get("input")) for b in srv.bodies]
+        inp = big[0]["input"]
+        assert len(inp) == ITEMS
+        assert inp[0] == {"role": "user", "content": "item 0000000 " + "x" * 30}
+        assert inp[-1]["content"].startswith("item %07d " % (ITEMS - 1))
+        # the engine's fields are set as for any call
+        assert big[0]["stream"] is True and big[0]["tools"], big[0].keys()
+    size = int(open(os.path.join(tmp_path, "body-size")).read())
+    assert size > 32 << 20
+    assert_rss(peak, size)
