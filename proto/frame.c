@@ -75,6 +75,7 @@ frame_rx_init(struct frame_rx *rx, size_t max_frame)
 {
 	buf_init(&rx->in);
 	rx->off = 0;
+	rx->skip = 0;
 	rx->max_frame = max_frame;
 }
 
@@ -84,6 +85,7 @@ frame_rx_clear(struct frame_rx *rx)
 {
 	buf_clear(&rx->in);
 	rx->off = 0;
+	rx->skip = 0;
 }
 
 /*

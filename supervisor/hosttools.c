@@ -460,8 +460,10 @@ raw_items(struct hosttools *h, struct jspan input, json_t *ids,
 	struct jspan v;
 
 	if (jspan_kind(input) == '"') {
-		if (buf_append(b, *n > 0 ? ",{\"role\":\"user\",\"content\":" :
-		    "{\"role\":\"user\",\"content\":", *n > 0 ? 27 : 26) < 0 ||
+		static const char open[] = ",{\"role\":\"user\",\"content\":";
+
+		if (buf_append(b, open + (*n == 0), sizeof open - 1 -
+		    (*n == 0)) < 0 ||
 		    buf_append(b, input.p, input.n) < 0 ||
 		    buf_append(b, "}", 1) < 0)
 			return -1;

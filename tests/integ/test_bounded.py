@@ -151,16 +151,21 @@ def flood(n, method, payload, then):
 
 def test_unread_replies_do_not_grow_the_supervisor(tmp_path):
     """250 `cells` requests whose ~4 MiB replies the cell never reads: the
-    supervisor stops reading the cell's channel instead of queueing 1 GB."""
+    supervisor stops reading the cell's channel while replies wait, instead
+    of queueing 1 GB. The cell then drops the replies unread (end) and
+    asks once more: that answer comes after all 250 were handled, and the
+    peak RSS is read after it."""
     code = flood(250, "cells", b'{"what": "outputs"}',
-                 "print('sent', len(_ids))\n" + GATE_CELL)
+                 "for _i in _ids:\n"
+                 "    _agentz.end(_i)\n"
+                 "sys.modules['agentz_runtime'].host_request("
+                 "'runtime_info', b'{}')\n"
+                 "print('sent', len(_ids))\n")
     recs, err, peak = exec_gated(tmp_path, BIG_HISTORY + [code, "print('ok')"],
                                  args=["--cell-timeout", "60"])
-    # the flood cell itself is the gate: measured while its replies wait
-    # (exec_gated appends one more gate; both open with the same file)
     flood_rec, after = recs[4], recs[5]
     assert flood_rec["status"] == "ok", flood_rec
-    assert flood_rec["output"] == "sent 250\ngate\n"
+    assert flood_rec["output"] == "sent 250\n"
     assert after["status"] == "ok" and after["output"] == "ok\n", after
     assert after["worker"]["pid"] == flood_rec["worker"]["pid"]
     assert_rss(peak, 64)
