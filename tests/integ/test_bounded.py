@@ -64,7 +64,27 @@ def wait_file(path, p, timeout):
     return True
 
 
-def gated_run(argv, cwd, stdin=None, timeout=120, env=None):
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def quiescent(pid, p, timeout):
+    """Waits until agentz has used no CPU for 0.5 s (it has done all it
+    will do with what it was sent), at most timeout seconds. A measuring
+    window, not synchronisation: the assertions do not depend on it."""
+    t0 = time.monotonic()
+    last, still = cpu_ticks(pid), 0
+    while still < 10 and time.monotonic() - t0 < timeout and \
+            p.poll() is None:
+        time.sleep(0.05)
+        now = cpu_ticks(pid)
+        still = still + 1 if now == last else 0
+        last = now
+
+
+def gated_run(argv, cwd, stdin=None, timeout=120, env=None, before=None):
     """Runs argv (agentz ...) in cwd; reads agentz's VmHWM when the gate
     cell says so, then opens the gate. Output is read all along (agentz
     writes records to a pipe). Returns (proc, stdout, stderr, peak_kb)."""
@@ -89,6 +109,8 @@ def gated_run(argv, cwd, stdin=None, timeout=120, env=None):
         if stdin is not None:
             p.stdin.write(stdin.encode())
         p.stdin.close()
+        if before is not None:
+            before(p)
         ready = wait_file(os.path.join(cwd, "rss-ready"), p, timeout * SLOW)
         if ready:
             peak = status_kb(p.pid, "VmHWM")
@@ -115,11 +137,11 @@ def gated_run(argv, cwd, stdin=None, timeout=120, env=None):
     return p, out, err, peak
 
 
-def exec_gated(tmp_path, codes, args=(), timeout=120):
+def exec_gated(tmp_path, codes, args=(), timeout=120, before=None):
     argv = [AGENTZ, "exec", "--json", *args, "-"]
     p, out, err, peak = gated_run(argv, str(tmp_path),
                                   stdin=cells(*codes, GATE_CELL),
-                                  timeout=timeout)
+                                  timeout=timeout, before=before)
     recs = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert len(recs) == len(codes) + 1, err[-3000:]
     assert recs[-1]["status"] == "ok" and recs[-1]["output"] == "gate\n", \
@@ -150,19 +172,30 @@ def flood(n, method, payload, then):
 
 
 def test_unread_replies_do_not_grow_the_supervisor(tmp_path):
-    """250 `cells` requests whose ~4 MiB replies the cell never reads: the
-    supervisor stops reading the cell's channel while replies wait, instead
-    of queueing 1 GB. The cell then drops the replies unread (end) and
-    asks once more: that answer comes after all 250 were handled, and the
-    peak RSS is read after it."""
+    """250 `cells` requests whose ~4 MiB replies the cell does not read:
+    the supervisor stops reading the cell's channel while replies wait,
+    instead of queueing 1 GB. The cell holds off until agentz is idle (the
+    test's gate), then drops the replies unread (end) and asks once more:
+    that answer comes after all 250 were handled. The peak RSS is read at
+    the end (VmHWM covers the whole run)."""
     code = flood(250, "cells", b'{"what": "outputs"}',
+                 "import os, time\n"
+                 "open('flood-ready', 'w').close()\n"
+                 "while not os.path.exists('flood-gate'):\n"
+                 "    time.sleep(0.005)\n"
                  "for _i in _ids:\n"
                  "    _agentz.end(_i)\n"
                  "sys.modules['agentz_runtime'].host_request("
                  "'runtime_info', b'{}')\n"
                  "print('sent', len(_ids))\n")
+
+    def hold(p):
+        assert wait_file(os.path.join(tmp_path, "flood-ready"), p, 60 * SLOW)
+        quiescent(p.pid, p, 30 * SLOW)
+        open(os.path.join(tmp_path, "flood-gate"), "w").close()
+
     recs, err, peak = exec_gated(tmp_path, BIG_HISTORY + [code, "print('ok')"],
-                                 args=["--cell-timeout", "60"])
+                                 args=["--cell-timeout", "60"], before=hold)
     flood_rec, after = recs[4], recs[5]
     assert flood_rec["status"] == "ok", flood_rec
     assert flood_rec["output"] == "sent 250\n"
