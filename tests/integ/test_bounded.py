@@ -325,3 +325,46 @@ def test_big_call_me_of_small_items_is_forwarded_without_a_tree(tmp_path):
     size = int(open(os.path.join(tmp_path, "body-size")).read())
     assert size > 32 << 20
     assert_rss(peak, size)
+
+
+STREAM_CELL = """\
+import os, time
+s = call_me(input="stream please", stream=True)
+open('stream-ready', 'w').close()
+while not os.path.exists('stream-gate'):
+    time.sleep(0.005)
+n = 0
+try:
+    for ev in s:
+        n += 1
+    print('whole stream', n)
+except ModelError as e:
+    print('events', n > 0, 'then', e)
+""" + GATE_CELL + "\nquit()\n"
+
+
+def test_unread_stream_events_are_bounded(tmp_path):
+    """call_me(stream=True) whose events the cell does not read while the
+    model streams ~16 MiB of small deltas (~75 MB of events): past the
+    bound the events are dropped and the call ends in a ModelError that
+    says so; the supervisor does not hold the stream."""
+    script = [{"next_cell": {"code": STREAM_CELL, "summary": "Stream."}},
+              {"text": "cont"},
+              {"kind": "big", "mb": 16, "delta_size": 32}]
+    with ModelServer(script) as srv:
+        def hold(p):
+            assert wait_file(os.path.join(tmp_path, "stream-ready"), p,
+                             60 * SLOW)
+            srv.wait_for_requests(3, timeout=60 * SLOW)
+            quiescent(p.pid, p, 60 * SLOW)
+            open(os.path.join(tmp_path, "stream-gate"), "w").close()
+
+        argv = [AGENTZ, "--base-url", srv.base_url, "--cell-timeout", "120",
+                "Stream it."]
+        p, out, err, peak = gated_run(argv, str(tmp_path),
+                                      env=agent_env(tmp_path), timeout=180,
+                                      before=hold)
+    assert p.returncode == 0, err[-3000:]
+    assert "events True then " in out and "stream events were dropped" in \
+        out, out[-2000:]
+    assert_rss(peak, 64 << 10)
