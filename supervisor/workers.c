@@ -1078,6 +1078,9 @@ chan_event(struct loop *l, int fd, short revents, void *ctx)
 	(void)fd;
 	if ((revents & POLLOUT) && w->chan >= 0)
 		chan_flush(w);
+	/* Read only with no whole frame buffered: EOF then loses nothing.
+	 * While paused a hang-up is left to the pending write (EPIPE kills
+	 * the worker) or to the pidfd. */
 	if ((revents & (POLLIN | POLLHUP | POLLERR)) && w->chan >= 0 &&
 	    w->starved && !outq_full(w))
 		chan_read(w);
