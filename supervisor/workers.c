@@ -85,6 +85,7 @@ static const char *const env_allow[] = {
 };
 
 static void chan_event(struct loop *l, int fd, short revents, void *ctx);
+static void chan_process(struct worker *w);
 static void pipe_event(struct loop *l, int fd, short revents, void *ctx);
 static void pidfd_event(struct loop *l, int fd, short revents, void *ctx);
 
@@ -656,6 +657,13 @@ reap(struct worker *w, int options)
 	/* With a namespace init, the worker's own status came by pipe. */
 	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
+	/* frames it sent before dying still count (its DONE): the slices
+	 * left for later turns are handled now */
+	while (w->chan >= 0 && w->more_timer != 0) {
+		loop_timer_cancel(w->loop, w->more_timer);
+		w->more_timer = 0;
+		chan_process(w);
+	}
 	drain_all(w);
 	read_dump(w);
 	if (w->cfg.contain != NULL) {
