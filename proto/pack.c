@@ -484,7 +484,6 @@ fail:
 static int
 head_uint(const uint8_t *p, size_t have, size_t *off, uint64_t *v)
 {
-	static const uint8_t width[4] = { 1, 2, 4, 8 };
 	size_t n, i;
 	uint8_t b;
 
@@ -496,28 +495,31 @@ head_uint(const uint8_t *p, size_t have, size_t *off, uint64_t *v)
 		(*off)++;
 		return 1;
 	}
-	if (b < 0xcc || b > 0xcf)
+	/* uint 8-64, and int 8-64 holding a value >= 0 (msgpack-c reads
+	 * those as positive integers too) */
+	if (b >= 0xcc && b <= 0xcf)
+		n = (size_t)1 << (b - 0xcc);
+	else if (b >= 0xd0 && b <= 0xd3)
+		n = (size_t)1 << (b - 0xd0);
+	else
 		return -1;
-	n = width[b - 0xcc];
 	if (have - *off < 1 + n)
 		return 0;
+	if (b >= 0xd0 && (p[*off + 1] & 0x80) != 0)
+		return -1;
 	for (*v = 0, i = 1; i <= n; i++)
 		*v = *v << 8 | p[*off + i];
 	*off += 1 + n;
 	return 1;
 }
 
-/* A msgpack bin header at p[*off]: 1 with *len, 0 / -1 as head_uint. */
+/* A length of n big-endian bytes at p[*off + 1] after a type byte: 1 with
+ * *len, 0 when the prefix ends first. */
 static int
-head_bin(const uint8_t *p, size_t have, size_t *off, size_t *len)
+head_len(const uint8_t *p, size_t have, size_t *off, size_t n, size_t *len)
 {
-	size_t n, i;
+	size_t i;
 
-	if (*off >= have)
-		return 0;
-	if (p[*off] < 0xc4 || p[*off] > 0xc6)
-		return -1;
-	n = (size_t)1 << (p[*off] - 0xc4);
 	if (have - *off < 1 + n)
 		return 0;
 	for (*len = 0, i = 1; i <= n; i++)
@@ -526,37 +528,54 @@ head_bin(const uint8_t *p, size_t have, size_t *off, size_t *len)
 	return 1;
 }
 
-/* See proto.h. Methods are short names: more than 255 bytes is refused. */
+/* A msgpack bin header at p[*off]: 1 with *len, 0 / -1 as head_uint. */
+static int
+head_bin(const uint8_t *p, size_t have, size_t *off, size_t *len)
+{
+	if (*off >= have)
+		return 0;
+	if (p[*off] < 0xc4 || p[*off] > 0xc6)
+		return -1;
+	return head_len(p, have, off, (size_t)1 << (p[*off] - 0xc4), len);
+}
+
+/* A msgpack str header at p[*off]: 1 with *len, 0 / -1 as head_uint. */
+static int
+head_str(const uint8_t *p, size_t have, size_t *off, size_t *len)
+{
+	if (*off >= have)
+		return 0;
+	if ((p[*off] & 0xe0) == 0xa0) {
+		*len = p[*off] & 0x1f;
+		(*off)++;
+		return 1;
+	}
+	if (p[*off] < 0xd9 || p[*off] > 0xdb)
+		return -1;
+	return head_len(p, have, off, (size_t)1 << (p[*off] - 0xd9), len);
+}
+
+/* See proto.h. Accepts exactly the encodings msg_decode accepts. */
 int
 msg_request_head(const uint8_t *p, size_t have, struct msg *m)
 {
 	uint64_t id, cell;
-	size_t off = 1, len, mstart, blen;
+	size_t off, len, mstart, blen;
+	uint32_t count;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if (have < 1)
+	if (have < 1 || (p[0] == 0xdc && have < 3) || (p[0] == 0xdd &&
+	    have < 5))
 		return 0;
-	if (p[0] != 0x94)	/* fixarray of the four fields */
+	if (array_header(p, have, &count, &off) == -1 || count != 4)
 		goto bad;
 	if ((rc = head_uint(p, have, &off, &id)) <= 0 ||
-	    (rc = head_uint(p, have, &off, &cell)) <= 0)
+	    (rc = head_uint(p, have, &off, &cell)) <= 0 ||
+	    (rc = head_str(p, have, &off, &len)) <= 0)
 		goto out;
-	if (cell > UINT32_MAX)
+	if (cell > UINT32_MAX || len > UINT32_MAX)
 		goto bad;
-	if (off >= have)
-		return 0;
-	if ((p[off] & 0xe0) == 0xa0) {
-		len = p[off] & 0x1f;
-		off += 1;
-	} else if (p[off] == 0xd9) {
-		if (have - off < 2)
-			return 0;
-		len = p[off + 1];
-		off += 2;
-	} else {
-		goto bad;
-	}
 	if (have - off < len)
 		return 0;
 	mstart = off;
