@@ -75,6 +75,7 @@ frame_rx_init(struct frame_rx *rx, size_t max_frame)
 {
 	buf_init(&rx->in);
 	rx->off = 0;
+	rx->skip = 0;
 	rx->max_frame = max_frame;
 }
 
@@ -84,6 +85,7 @@ frame_rx_clear(struct frame_rx *rx)
 {
 	buf_clear(&rx->in);
 	rx->off = 0;
+	rx->skip = 0;
 }
 
 /*
@@ -111,10 +113,14 @@ frame_rx_fill(struct frame_rx *rx, int fd)
 	uint8_t chunk[FRAME_RX_CHUNK];
 	ssize_t n;
 
+	size_t drop;
+
 	if ((n = read(fd, chunk, sizeof(chunk))) <= 0)
 		return n;
+	drop = rx->skip < (size_t)n ? rx->skip : (size_t)n;
+	rx->skip -= drop;
 	rx_compact(rx);
-	if (buf_append(&rx->in, chunk, (size_t)n) == -1)
+	if (buf_append(&rx->in, chunk + drop, (size_t)n - drop) == -1)
 		return -1;
 	return n;
 }
@@ -154,6 +160,41 @@ frame_rx_pop(struct frame_rx *rx, struct msg *m)
 	if (rx->off == rx->in.len)
 		rx_compact(rx);
 	return 1;
+}
+
+/* See proto.h. */
+int
+frame_rx_peek(const struct frame_rx *rx, unsigned *type, size_t *len,
+    const uint8_t **body, size_t *have)
+{
+	const uint8_t *p = rx->in.data + rx->off;
+	size_t n = rx->in.len - rx->off;
+
+	if (rx->skip > 0 || n < PROTO_HEADER_SIZE)
+		return 0;
+	if (header_parse(p, rx->max_frame, len, type) == -1)
+		return -1;
+	*body = p + PROTO_HEADER_SIZE;
+	*have = n - PROTO_HEADER_SIZE < *len ? n - PROTO_HEADER_SIZE : *len;
+	return 1;
+}
+
+/* See proto.h. The header was valid (peeked), so its length is trusted. */
+void
+frame_rx_skip(struct frame_rx *rx)
+{
+	const uint8_t *p = rx->in.data + rx->off;
+	size_t n = rx->in.len - rx->off, total;
+
+	total = PROTO_HEADER_SIZE + ((size_t)p[0] << 24 | (size_t)p[1] << 16 |
+	    (size_t)p[2] << 8 | p[3]);
+	if (n >= total) {
+		rx->off += total;
+	} else {
+		rx->skip = total - n;
+		rx->off = rx->in.len;
+	}
+	rx_compact(rx);
 }
 
 /* -------------------------------------------------------------- blocking */

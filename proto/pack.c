@@ -474,3 +474,126 @@ fail:
 	errno = saved;
 	return -1;
 }
+
+/* --- the head of a REQUEST, from a prefix of its body ------------------- */
+
+/*
+ * One msgpack unsigned integer at p[*off]. 1 with *v, 0 when the prefix
+ * ends first, -1 when the byte is no unsigned integer.
+ */
+static int
+head_uint(const uint8_t *p, size_t have, size_t *off, uint64_t *v)
+{
+	size_t n, i;
+	uint8_t b;
+
+	if (*off >= have)
+		return 0;
+	b = p[*off];
+	if (b <= 0x7f) {
+		*v = b;
+		(*off)++;
+		return 1;
+	}
+	/* uint 8-64, and int 8-64 holding a value >= 0 (msgpack-c reads
+	 * those as positive integers too) */
+	if (b >= 0xcc && b <= 0xcf)
+		n = (size_t)1 << (b - 0xcc);
+	else if (b >= 0xd0 && b <= 0xd3)
+		n = (size_t)1 << (b - 0xd0);
+	else
+		return -1;
+	if (have - *off < 1 + n)
+		return 0;
+	if (b >= 0xd0 && (p[*off + 1] & 0x80) != 0)
+		return -1;
+	for (*v = 0, i = 1; i <= n; i++)
+		*v = *v << 8 | p[*off + i];
+	*off += 1 + n;
+	return 1;
+}
+
+/* A length of n big-endian bytes at p[*off + 1] after a type byte: 1 with
+ * *len, 0 when the prefix ends first. */
+static int
+head_len(const uint8_t *p, size_t have, size_t *off, size_t n, size_t *len)
+{
+	size_t i;
+
+	if (have - *off < 1 + n)
+		return 0;
+	for (*len = 0, i = 1; i <= n; i++)
+		*len = *len << 8 | p[*off + i];
+	*off += 1 + n;
+	return 1;
+}
+
+/* A msgpack bin header at p[*off]: 1 with *len, 0 / -1 as head_uint. */
+static int
+head_bin(const uint8_t *p, size_t have, size_t *off, size_t *len)
+{
+	if (*off >= have)
+		return 0;
+	if (p[*off] < 0xc4 || p[*off] > 0xc6)
+		return -1;
+	return head_len(p, have, off, (size_t)1 << (p[*off] - 0xc4), len);
+}
+
+/* A msgpack str header at p[*off]: 1 with *len, 0 / -1 as head_uint. */
+static int
+head_str(const uint8_t *p, size_t have, size_t *off, size_t *len)
+{
+	if (*off >= have)
+		return 0;
+	if ((p[*off] & 0xe0) == 0xa0) {
+		*len = p[*off] & 0x1f;
+		(*off)++;
+		return 1;
+	}
+	if (p[*off] < 0xd9 || p[*off] > 0xdb)
+		return -1;
+	return head_len(p, have, off, (size_t)1 << (p[*off] - 0xd9), len);
+}
+
+/* See proto.h. Accepts exactly the encodings msg_decode accepts. */
+int
+msg_request_head(const uint8_t *p, size_t have, struct msg *m)
+{
+	uint64_t id, cell;
+	size_t off, len, mstart, blen;
+	uint32_t count;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (have < 1 || (p[0] == 0xdc && have < 3) || (p[0] == 0xdd &&
+	    have < 5))
+		return 0;
+	if (array_header(p, have, &count, &off) == -1 || count != 4)
+		goto bad;
+	if ((rc = head_uint(p, have, &off, &id)) <= 0 ||
+	    (rc = head_uint(p, have, &off, &cell)) <= 0 ||
+	    (rc = head_str(p, have, &off, &len)) <= 0)
+		goto out;
+	if (cell > UINT32_MAX || len > UINT32_MAX)
+		goto bad;
+	if (have - off < len)
+		return 0;
+	mstart = off;
+	off += len;
+	if ((rc = head_bin(p, have, &off, &blen)) <= 0)
+		goto out;
+	m->type = MSG_REQUEST;
+	m->u.request.id = id;
+	m->u.request.cell = (uint32_t)cell;
+	if (bytes_copy(&m->u.request.method, (const char *)p + mstart,
+	    (uint32_t)len) < 0)
+		return -1;
+	m->u.request.body = (struct bytes){ NULL, blen };
+	return 1;
+out:
+	if (rc == 0)
+		return 0;
+bad:
+	errno = EBADMSG;
+	return -1;
+}

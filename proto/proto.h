@@ -201,6 +201,7 @@ struct frame_rx {
 	struct buf in;
 	size_t off;		/* bytes of in already popped */
 	size_t max_frame;
+	size_t skip;		/* bytes of a skipped frame still to come */
 };
 
 void frame_rx_init(struct frame_rx *rx, size_t max_frame);
@@ -220,6 +221,30 @@ int frame_rx_feed(struct frame_rx *rx, const void *p, size_t n);
  * EBADMSG / ENOMEM as msg_decode. After -1 the stream is unusable.
  */
 int frame_rx_pop(struct frame_rx *rx, struct msg *m);
+
+/*
+ * The next frame's header once it is buffered: 1 with *type and *len (the
+ * body length; *have gets the body bytes buffered so far, and *body
+ * points at them), 0 when more bytes are needed, -1 with errno as
+ * frame_rx_pop for a bad header. Nothing is consumed.
+ */
+int frame_rx_peek(const struct frame_rx *rx, unsigned *type, size_t *len,
+    const uint8_t **body, size_t *have);
+/*
+ * Drops the next frame (its header must have been peeked): the bytes
+ * buffered now, and the rest of its body as later frame_rx_fill calls
+ * read it, so a refused frame never occupies memory.
+ */
+void frame_rx_skip(struct frame_rx *rx);
+
+/*
+ * The fixed fields of a REQUEST from the first bytes of its body: id,
+ * cell and method (a malloc'ed copy the caller frees with msg_clear),
+ * and the body's length (body.len; body.ptr NULL). 1 when decoded, 0 when more bytes are needed, -1
+ * with EBADMSG / ENOMEM. For refusing a request by its method and size
+ * before its body is buffered.
+ */
+int msg_request_head(const uint8_t *p, size_t have, struct msg *m);
 
 /*
  * Blocking helpers (worker side; fd may be blocking).

@@ -36,6 +36,7 @@ extern char **environ;
 #include "supervisor/hosttools.h"
 #include "supervisor/http.h"
 #include "supervisor/journal.h"
+#include "supervisor/jspan.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
 #include "supervisor/out.h"
@@ -117,6 +118,7 @@ struct pending {
 	int starting;		/* inside model_call: done only marks ended */
 	int ended;
 	int gone;		/* the worker that asked died: no answer */
+	unsigned dropped;	/* stream events the worker had no room for */
 };
 
 static void run_cell(struct agent *a, const char *code, size_t len,
@@ -410,8 +412,9 @@ call_event(void *ctx, const char *json, size_t len)
 {
 	struct pending *p = ctx;
 
-	if (same_worker(p))
-		(void)runner_event(p->a->runner, p->req, json, len);
+	if (same_worker(p) && runner_event(p->a->runner, p->req, json,
+	    len) < 0 && errno == ENOBUFS)
+		p->dropped++;
 }
 
 static void
@@ -500,6 +503,13 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	count_call(a, type, p->tokens_at, p->sent + p->streamed);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
+	} else if (same_worker(p) && p->dropped > 0) {
+		char why[160];
+
+		(void)snprintf(why, sizeof why, "%u stream events were dropped: "
+		    "the cell did not read its stream and the queue to it was "
+		    "full", p->dropped);
+		reply_error(a, p->req, "ModelError", why);
 	} else if (same_worker(p)) {
 		s = json_dumps(resp, JSON_COMPACT);
 		/* no copy when there is no secret to clean */
@@ -535,41 +545,203 @@ static const struct model_call_ops call_ops = {
 	call_event, call_progress, call_done
 };
 
-static void
-a_request(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	struct agent *a = ctx;
-	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	struct pending *p;
-	struct host_binding b;
+/*
+ * A call_me body up to CALL_TREE_MAX is parsed into a jansson tree; a
+ * bigger one (image inputs, long histories: up to the frame limit) keeps
+ * its input as text, spliced into the request, because the tree of many
+ * small items is ~21x its text. Its other parameters are still parsed,
+ * and must together stay within CALL_TREE_MAX.
+ */
+#define CALL_TREE_MAX ((size_t)1 << 20)
 
-	if (strcmp(q->method.ptr, "call_me") != 0 || !json_is_object(body)) {
-		reply_error(a, q->id, "RuntimeError", "unknown host request");
-		json_decref(body);
-		return;
-	}
-	p = calloc(1, sizeof *p);
+static struct pending *
+pending_new(struct agent *a, const struct msg_request *q)
+{
+	struct pending *p = calloc(1, sizeof *p);
+
 	if (p == NULL) {
 		reply_error(a, q->id, "ModelError", "out of memory");
-		json_decref(body);
-		return;
+		return NULL;
 	}
 	p->a = a;
 	p->req = q->id;
 	p->gen = worker_generation(runner_worker(a->runner));
 	p->tokens_at = model_total_tokens(a->model);
 	p->sent = q->body.len;
-	add_restart_note(a, json_object_get(body, "params"), "\n\n");
-	b = binding(a, c->n);
-	p->cell = c->n;
+	return p;
+}
+
+/* p becomes cell's call in flight (a->calls), cancelled with the cell. */
+static void
+call_begin(struct agent *a, struct pending *p, uint32_t cell)
+{
+	p->cell = cell;
 	p->starting = 1;
 	p->next = a->calls;
 	a->calls = p;
-	p->call = model_call(a->model, json_object_get(body, "params"),
-	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p);
+}
+
+/* The model call started as id (0: it already ended, done was called). */
+static void
+call_started(struct pending *p, uint64_t id)
+{
+	p->call = id;
 	p->starting = 0;
 	if (p->ended)
 		free(p);
+}
+
+/* The restart note ahead of an input kept as text (see add_restart_note):
+ * the new text (malloc'ed, *n), or NULL when there is no note. */
+static char *
+restart_note_raw(struct agent *a, struct jspan in, const char *sep,
+    size_t *n)
+{
+	char *note = NULL, *head = NULL, *out = NULL;
+	struct jspan_iter it;
+	struct jspan v;
+	json_t *j;
+
+	if (a->restart_note == NULL || asprintf(&note, "%s%s",
+	    a->restart_note, sep) < 0)
+		return NULL;
+	if (jspan_kind(in) == '"')
+		j = json_string(note);
+	else
+		j = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
+		    "developer", "content", a->restart_note);
+	head = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	json_decref(j);
+	free(note);
+	if (head == NULL)
+		return NULL;
+	if (jspan_kind(in) == '"') {	/* "note + "rest of the string */
+		if (asprintf(&out, "%.*s%.*s", (int)strlen(head) - 1, head,
+		    (int)in.n - 1, in.p + 1) < 0)
+			out = NULL;
+	} else if (jspan_iter_init(&it, in) == '[') {
+		if (asprintf(&out, "[%s%s%.*s", head, jspan_iter_next(&it,
+		    NULL, &v) ? "," : "", (int)in.n - 1, in.p + 1) < 0)
+			out = NULL;
+	}
+	free(head);
+	if (out != NULL) {
+		*n = strlen(out);
+		free(a->restart_note);
+		a->restart_note = NULL;
+	}
+	return out;
+}
+
+/* The parameters other than input, parsed, and input as a span. */
+static json_t *
+split_params(struct jspan params, struct jspan *input, char *err, size_t size)
+{
+	struct jspan_iter it;
+	struct jspan k, v;
+	struct buf rest;
+	json_t *j = NULL;
+
+	*input = (struct jspan){ NULL, 0 };
+	buf_init(&rest);
+	if (jspan_iter_init(&it, params) != '{') {
+		(void)snprintf(err, size, "call_me: the parameters must be "
+		    "keyword arguments");
+		return NULL;
+	}
+	(void)buf_append(&rest, "{", 1);
+	while (jspan_iter_next(&it, &k, &v)) {
+		if (jspan_is(k, "input")) {
+			*input = v;
+			continue;
+		}
+		if ((rest.len > 1 && buf_append(&rest, ",", 1) < 0) ||
+		    buf_append(&rest, k.p - 1, (size_t)(v.p + v.n - k.p + 1)) < 0)
+			break;
+	}
+	if (rest.len + 1 > CALL_TREE_MAX)
+		(void)snprintf(err, size, "call_me: the parameters other than "
+		    "input are %zu bytes, over their %zu-byte cap", rest.len + 1,
+		    CALL_TREE_MAX);
+	else if (buf_append(&rest, "}", 1) == 0)
+		j = json_loadb((const char *)rest.data, rest.len, 0, NULL);
+	buf_clear(&rest);
+	return j;
+}
+
+static void
+a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
+    struct pending *p)
+{
+	struct jspan body = { q->body.ptr, q->body.len }, k, v, params = { 0 };
+	struct jspan input;
+	struct jspan_iter it;
+	struct host_binding b;
+	char err[160] = "call_me: the request body is not valid JSON";
+	char *noted;
+	size_t n = 0;
+	int stream = 0;
+	json_t *rest = NULL;
+
+	if (jspan_valid(body.p, body.n) && jspan_iter_init(&it, body) == '{') {
+		while (jspan_iter_next(&it, &k, &v)) {
+			if (jspan_is(k, "params"))
+				params = v;
+			else if (jspan_is(k, "stream"))
+				stream = jspan_is(v, "true");
+		}
+	}
+	if (params.p != NULL && (rest = split_params(params, &input, err,
+	    sizeof err)) != NULL && jspan_kind(input) != '"' &&
+	    jspan_kind(input) != '[') {
+		(void)snprintf(err, sizeof err, "call_me: input must be a string "
+		    "or a list of items");
+		json_decref(rest);
+		rest = NULL;
+	}
+	if (rest == NULL) {
+		reply_error(a, q->id, "TypeError", err);
+		free(p);
+		return;
+	}
+	noted = restart_note_raw(a, input, "\n\n", &n);
+	if (noted != NULL)
+		input = (struct jspan){ noted, n };
+	b = binding(a, c->n);
+	call_begin(a, p, c->n);
+	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
+	    &call_ops, p));
+	free(noted);
+	json_decref(rest);
+}
+
+static void
+a_request(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	struct agent *a = ctx;
+	struct pending *p;
+	struct host_binding b;
+	json_t *body;
+
+	if ((p = pending_new(a, q)) == NULL)
+		return;
+	if (q->body.len > CALL_TREE_MAX) {
+		a_request_raw(a, c, q, p);
+		return;
+	}
+	body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
+	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
+		reply_error(a, q->id, "TypeError", "call_me: the request body "
+		    "is not a JSON object");
+		json_decref(body);
+		free(p);
+		return;
+	}
+	add_restart_note(a, json_object_get(body, "params"), "\n\n");
+	b = binding(a, c->n);
+	call_begin(a, p, c->n);
+	call_started(p, model_call(a->model, json_object_get(body, "params"),
+	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p));
 	json_decref(body);
 }
 

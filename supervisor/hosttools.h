@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "supervisor/cells.h"
+#include "supervisor/jspan.h"
 #include "supervisor/redact.h"
 
 #define SUMMARY_MAX 256
@@ -100,5 +101,20 @@ json_t *hosttools_continuation(const json_t *input, const json_t *response,
  * outputs with those call_ids are dropped.
  */
 void hosttools_fill(struct hosttools *h, json_t *body);
+
+/*
+ * The same two for an input kept as JSON text (a valid string or array,
+ * too big for a jansson tree; model.c splices it into the request):
+ * the items are inspected one at a time as spans and copied as text.
+ * hosttools_fill_raw returns the new input (malloc'ed, *outlen), or NULL
+ * when nothing changes (or out of memory: the input goes as it was);
+ * prev_id is the request's previous_response_id or NULL.
+ * hosttools_continuation_raw returns the next round's input, or NULL /
+ * ENOMEM.
+ */
+char *hosttools_fill_raw(struct hosttools *h, const char *prev_id,
+    struct jspan input, size_t *outlen);
+char *hosttools_continuation_raw(struct jspan input, const json_t *response,
+    const json_t *outputs, size_t *outlen);
 
 #endif

@@ -873,8 +873,8 @@ req_easy(struct http_req *r, const struct http_request_opts *o)
 	    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs) ||
 	    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
 		(curl_off_t)o->body_len) ||
-	    curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS,
-		o->body != NULL ? o->body : "") ||
+	    curl_easy_setopt(e, o->body_kept ? CURLOPT_POSTFIELDS :
+		CURLOPT_COPYPOSTFIELDS, o->body != NULL ? o->body : "") ||
 	    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb) ||
 	    curl_easy_setopt(e, CURLOPT_WRITEDATA, r) ||
 	    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb) ||

@@ -53,6 +53,9 @@ struct http_request_opts {
 	const char *url;		/* http:// or https:// */
 	const char *body;		/* body_len bytes; NULL if body_len 0 */
 	size_t body_len;
+	/* 1: body is not copied; the caller keeps it unchanged until the
+	 * done callback or http_cancel (a big body is then not held twice) */
+	int body_kept;
 	/* "Name: value" strings, NULL-terminated; NULL for none. No CR/LF. */
 	const char *const *headers;
 	/* Bound on the whole request, from http_post() to done, covering

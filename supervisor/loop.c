@@ -7,6 +7,15 @@
  * Timers are a small unsorted array: the earliest is found by a scan.
  * Callbacks may add and remove watchers and timers freely: removal marks
  * the slot dead and the array is compacted between turns.
+ *
+ * Within one turn a callback only ever sees events for the watch that
+ * was polled (as Redis ae.c re-checks fe->mask): every registration gets
+ * a generation, and revents of a slot whose watch was removed and
+ * re-added (the fd number reused by a new owner) are dropped; revents
+ * are masked by the watch's interest at the moment of the call (plus
+ * POLLHUP/POLLERR/POLLNVAL, which poll reports regardless). Timers
+ * armed during a turn's timer pass run in the next pass, so a callback
+ * that re-arms a 0 ms timer yields to poll and to the other timers.
  */
 #include "supervisor/loop.h"
 
@@ -19,6 +28,7 @@
 struct watch {
 	int fd;		/* -1 = dead slot */
 	short events;
+	uint64_t gen;	/* this registration, unique in the loop */
 	loop_fd_fn *fn;
 	void *ctx;
 };
@@ -36,8 +46,9 @@ struct loop {
 	struct timer *t;
 	size_t nt, capt;
 	struct pollfd *pfd;
-	size_t cappfd;
-	uint64_t next_id;
+	uint64_t *pgen;	/* the generation polled in pfd[i] */
+	size_t cappfd, cappgen;
+	uint64_t next_id, next_gen;
 	int stopped, rc;
 };
 
@@ -65,7 +76,7 @@ loop_new(void)
 	struct loop *l = calloc(1, sizeof *l);
 
 	if (l != NULL)
-		l->next_id = 1;
+		l->next_id = l->next_gen = 1;
 	return l;
 }
 
@@ -77,6 +88,7 @@ loop_free(struct loop *l)
 	free(l->w);
 	free(l->t);
 	free(l->pfd);
+	free(l->pgen);
 	free(l);
 }
 
@@ -120,7 +132,7 @@ loop_watch(struct loop *l, int fd, short events, loop_fd_fn *fn, void *ctx)
 			return -1;
 		w = &l->w[l->nw++];
 	}
-	*w = (struct watch){ fd, events, fn, ctx };
+	*w = (struct watch){ fd, events, l->next_gen++, fn, ctx };
 	return 0;
 }
 
@@ -197,12 +209,13 @@ next_timeout(const struct loop *l, uint64_t now)
 static void
 run_timers(struct loop *l)
 {
-	uint64_t now = loop_now_us();
+	uint64_t now = loop_now_us(), first_new = l->next_id;
 	size_t i;
 	struct timer t;
 
 	for (i = 0; i < l->nt && !l->stopped; i++) {
-		if (l->t[i].id == 0 || l->t[i].due_us > now)
+		if (l->t[i].id == 0 || l->t[i].id >= first_new ||
+		    l->t[i].due_us > now)
 			continue;
 		t = l->t[i];
 		l->t[i].id = 0;
@@ -221,29 +234,45 @@ compact(struct loop *l)
 	l->nw = j;
 }
 
+/*
+ * Calls the owner of pfd[i] if it is still the registration that was
+ * polled, with revents narrowed to what it asks for now.
+ */
+static void
+dispatch(struct loop *l, size_t i)
+{
+	struct watch *w = watch_find(l, l->pfd[i].fd);
+	short ev;
+
+	if (w == NULL || w->fn == NULL || w->gen != l->pgen[i])
+		return;
+	ev = l->pfd[i].revents & (w->events | POLLHUP | POLLERR | POLLNVAL);
+	if (ev != 0)
+		w->fn(l, w->fd, ev, w->ctx);
+}
+
 static int
 poll_once(struct loop *l)
 {
 	size_t i, n;
-	struct watch *w;
 	int rc;
 
 	compact(l);
-	if (grow((void **)&l->pfd, &l->cappfd, l->nw + 1, sizeof *l->pfd) < 0)
+	if (grow((void **)&l->pfd, &l->cappfd, l->nw + 1, sizeof *l->pfd) < 0 ||
+	    grow((void **)&l->pgen, &l->cappgen, l->nw + 1,
+	    sizeof *l->pgen) < 0)
 		return -1;
-	for (i = 0; i < l->nw; i++)
+	for (i = 0; i < l->nw; i++) {
 		l->pfd[i] = (struct pollfd){ l->w[i].fd, l->w[i].events, 0 };
+		l->pgen[i] = l->w[i].gen;
+	}
 	n = l->nw;
 	rc = poll(l->pfd, n, next_timeout(l, loop_now_us()));
 	if (rc < 0)
 		return errno == EINTR ? 0 : -1;
-	for (i = 0; i < n && !l->stopped; i++) {
-		if (l->pfd[i].revents == 0)
-			continue;
-		w = watch_find(l, l->pfd[i].fd);
-		if (w != NULL && w->fn != NULL)
-			w->fn(l, w->fd, l->pfd[i].revents, w->ctx);
-	}
+	for (i = 0; i < n && !l->stopped; i++)
+		if (l->pfd[i].revents != 0)
+			dispatch(l, i);
 	return 0;
 }
 

@@ -11,7 +11,12 @@
 
 struct loop;
 
-/* revents is poll's (POLLIN, POLLOUT, POLLHUP, POLLERR). */
+/*
+ * revents is poll's, masked by the watch's interest when called (its
+ * events, plus POLLHUP/POLLERR/POLLNVAL). A callback never sees events
+ * polled for an earlier watch of the same fd number: a watch removed and
+ * added again within one turn waits for the next poll.
+ */
 typedef void loop_fd_fn(struct loop *l, int fd, short revents, void *ctx);
 typedef void loop_timer_fn(struct loop *l, void *ctx);
 
@@ -19,7 +24,9 @@ struct loop *loop_new(void);
 void loop_free(struct loop *l);
 
 /* Watches fd for events (POLLIN/POLLOUT), replacing an earlier watch of
- * the same fd. events 0 keeps the fd registered but quiet. 0 / -1 ENOMEM. */
+ * the same fd (a new registration: events already polled for the old one
+ * are not delivered). events 0 keeps the fd registered but quiet (only
+ * POLLHUP/POLLERR). 0 / -1 ENOMEM. */
 int loop_watch(struct loop *l, int fd, short events, loop_fd_fn *fn,
     void *ctx);
 /* Changes only the events of a watched fd. */
@@ -27,7 +34,10 @@ void loop_events(struct loop *l, int fd, short events);
 /* Stops watching fd (safe from inside a callback). */
 void loop_unwatch(struct loop *l, int fd);
 
-/* Fires fn once after ms milliseconds. Returns an id > 0, or 0 / ENOMEM. */
+/* Fires fn once after ms milliseconds; a timer armed from a timer
+ * callback runs in the next turn at the earliest (after a poll), so a
+ * 0 ms timer is a way to continue work after the loop's other business.
+ * Returns an id > 0, or 0 / ENOMEM. */
 uint64_t loop_timer(struct loop *l, uint64_t ms, loop_timer_fn *fn,
     void *ctx);
 /* Cancels a pending timer; 0 and fired ids are ignored. */

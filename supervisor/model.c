@@ -29,6 +29,11 @@ struct call {
 	struct model *m;
 	uint64_t id;
 	json_t *body;		/* the current round's request */
+	/* a call whose input is kept as text (model_call_raw): the whole
+	 * request text, its input at [in_off, in_off + in_len); body is then
+	 * the rest of the request, unused after the wire is built */
+	char *wire;
+	size_t wire_len, in_off, in_len;
 	int stream;
 	struct host_binding b;
 	struct model_call_ops ops;
@@ -109,6 +114,7 @@ call_free(struct call *c)
 {
 	loop_timer_cancel(c->m->loop, c->wait_timer);
 	json_decref(c->body);
+	free(c->wire);
 	sse_free(c->sse);
 	response_free(c->resp);
 	free(c->held);
@@ -400,6 +406,47 @@ outage_over(struct call *c)
 	return 0;
 }
 
+/*
+ * Puts in (len bytes of JSON) as the wire's input: the text before the
+ * old input, in, the text after it. 0, or -1 / ENOMEM (wire unchanged).
+ */
+static int
+wire_splice(struct call *c, const char *in, size_t len)
+{
+	size_t after = c->wire_len - c->in_off - c->in_len;
+	char *w = malloc(c->in_off + len + after + 1);
+
+	if (w == NULL)
+		return -1;
+	memcpy(w, c->wire, c->in_off);
+	memcpy(w + c->in_off, in, len);
+	memcpy(w + c->in_off + len, c->wire + c->in_off + c->in_len, after);
+	w[c->in_off + len + after] = '\0';
+	free(c->wire);
+	c->wire = w;
+	c->wire_len = c->in_off + len + after;
+	c->in_len = len;
+	return 0;
+}
+
+/* A host-only round of a call whose input is text: the next input is
+ * spliced, never parsed. */
+static void
+continue_raw(struct call *c, const json_t *resp, const json_t *outputs)
+{
+	struct jspan in = { c->wire + c->in_off, c->in_len };
+	size_t n = 0;
+	char *next = hosttools_continuation_raw(in, resp, outputs, &n);
+
+	if (next == NULL || wire_splice(c, next, n) < 0) {
+		free(next);
+		finish(c, NULL, "ModelError", "out of memory");
+		return;
+	}
+	free(next);
+	start_round(c);
+}
+
 /* The round's response is complete: host tools, then continue or return. */
 static void
 round_done(struct call *c)
@@ -435,6 +482,11 @@ round_done(struct call *c)
 		(void)snprintf(buf, sizeof buf, "the model made only host tool "
 		    "calls for %u rounds in a row", c->rounds);
 		finish(c, NULL, "ModelError", buf);
+		return;
+	}
+	if (v == HOST_ONLY && c->wire != NULL) {
+		continue_raw(c, resp, outputs);
+		json_decref(outputs);
 		return;
 	}
 	if (v == HOST_ONLY) {
@@ -503,8 +555,9 @@ start_round(struct call *c)
 	c->sse_err = 0;
 	c->sse = sse_new(on_sse, c, SSE_MAX_EVENT_DEFAULT);
 	c->resp = response_new();
-	body = json_dumps(c->body, JSON_COMPACT);
-	if (c->sse == NULL || c->resp == NULL || body == NULL) {
+	body = c->wire != NULL ? NULL : json_dumps(c->body, JSON_COMPACT);
+	if (c->sse == NULL || c->resp == NULL || (body == NULL &&
+	    c->wire == NULL)) {
 		free(body);
 		finish(c, NULL, "ModelError", "out of memory");
 		return;
@@ -516,8 +569,9 @@ start_round(struct call *c)
 	headers[n] = NULL;
 	memset(&o, 0, sizeof o);
 	o.url = c->m->url;
-	o.body = body;
-	o.body_len = strlen(body);
+	o.body = body != NULL ? body : c->wire;
+	o.body_len = body != NULL ? strlen(body) : c->wire_len;
+	o.body_kept = body == NULL;	/* the wire lives as long as the call */
 	o.headers = headers;
 	o.timeout_ms = c->m->cfg.timeout_ms;
 	/* while waiting out an outage, each try is one attempt */
@@ -561,6 +615,81 @@ model_call(struct model *m, json_t *params, int stream,
 	m->calls = c;
 	start_round(c);
 	return id;	/* the call may already have finished */
+}
+
+/*
+ * The wire text of a raw call: the rewritten body without input, then
+ * "input": the (filled) input text. 0, or -1 / ENOMEM.
+ */
+static int
+wire_build(struct call *c, struct jspan input)
+{
+	const char *prev = json_string_value(json_object_get(c->body,
+	    "previous_response_id"));
+	size_t flen = 0, hlen;
+	char *filled, *head;
+	int rc = -1;
+
+	/* the raw input is the input (extra_body cannot replace it) */
+	(void)json_object_del(c->body, "input");
+	filled = hosttools_fill_raw(c->m->h, prev, input, &flen);
+	head = json_dumps(c->body, JSON_COMPACT);
+	if (head == NULL || (hlen = strlen(head)) < 2)
+		goto out;
+	c->in_off = hlen - 1 + (hlen > 2) + strlen("\"input\":");
+	c->in_len = filled != NULL ? flen : input.n;
+	c->wire_len = c->in_off + c->in_len + 1;
+	if ((c->wire = malloc(c->wire_len + 1)) == NULL)
+		goto out;
+	(void)snprintf(c->wire, c->in_off + 1, "%.*s%s\"input\":",
+	    (int)(hlen - 1), head, hlen > 2 ? "," : "");
+	memcpy(c->wire + c->in_off, filled != NULL ? filled : input.p,
+	    c->in_len);
+	memcpy(c->wire + c->in_off + c->in_len, "}", 2);
+	rc = 0;
+out:
+	free(filled);
+	free(head);
+	return rc;
+}
+
+uint64_t
+model_call_raw(struct model *m, json_t *params, struct jspan input,
+    int stream, const struct host_binding *b,
+    const struct model_call_ops *ops, void *ctx)
+{
+	struct call *c = calloc(1, sizeof *c);
+	char *err = NULL;
+	uint64_t id;
+
+	if (c == NULL) {
+		ops->done(ctx, NULL, "ModelError", "out of memory");
+		return 0;
+	}
+	c->m = m;
+	c->stream = stream;
+	c->b = *b;
+	c->ops = *ops;
+	c->ctx = ctx;
+	c->body = rewrite_request(params, &m->cfg.settings,
+	    hosttools_definitions(m->h), &err);
+	if (c->body == NULL || wire_build(c, input) < 0) {
+		ops->done(ctx, NULL, c->body == NULL ? "TypeError" :
+		    "ModelError", err ? err : c->body == NULL ?
+		    "bad parameters" : "out of memory");
+		free(err);
+		json_decref(c->body);
+		free(c->wire);
+		free(c);
+		return 0;
+	}
+	json_decref(c->body);	/* all of it is in the wire now */
+	c->body = NULL;
+	c->id = id = m->next_id++;
+	c->next = m->calls;
+	m->calls = c;
+	start_round(c);
+	return id;
 }
 
 static struct call *

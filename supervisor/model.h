@@ -89,6 +89,17 @@ void model_free(struct model *m);
 uint64_t model_call(struct model *m, json_t *params, int stream,
     const struct host_binding *b, const struct model_call_ops *ops,
     void *ctx);
+/*
+ * model_call for a body too big for a jansson tree: params without its
+ * input (borrowed), and the input as JSON text (a valid string or array,
+ * borrowed, copied once into the request text). The stored host outputs
+ * and host-only continuations are spliced into that text, never parsed
+ * (hosttools_fill_raw, hosttools_continuation_raw).
+ */
+uint64_t model_call_raw(struct model *m, json_t *params, struct jspan input,
+    int stream, const struct host_binding *b,
+    const struct model_call_ops *ops, void *ctx);
+
 /* Abandons a call: no callback for it runs afterwards. */
 void model_cancel(struct model *m, uint64_t id);
 /*

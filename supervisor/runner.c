@@ -18,6 +18,7 @@
 #include "supervisor/config.h"
 #include "sandbox/seccomp.h"
 #include "supervisor/history.h"
+#include "supervisor/hostreq.h"
 #include "supervisor/procstat.h"
 #include "supervisor/tui.h"
 
@@ -86,6 +87,7 @@ runner_config_init(struct runner_config *rc, const struct config *c,
 	rc->worker.sandbox = c->sandbox;
 	rc->worker.sandbox_debug = c->sandbox_debug;
 	rc->worker.max_frame = c->max_frame;
+	rc->worker.output_limit = c->output_limit;
 	rc->worker.pass_env = c->pass_env;
 	rc->worker.ready_timeout_ms = 30000;
 	rc->worker.pidns = 1;
@@ -647,24 +649,65 @@ serve_cells(struct runner *r, const struct msg_request *q)
 }
 
 static void
-w_request(struct worker *w, const struct msg_request *q, void *ctx)
+h_input(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	(void)c;
+	serve_input(ctx, q);
+}
+
+static void
+h_cells(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	(void)c;
+	serve_cells(ctx, q);
+}
+
+static void
+h_runtime_info(void *ctx, struct cell *c, const struct msg_request *q)
 {
 	struct runner *r = ctx;
 
+	(void)c;
+	reply_json(r, q->id, runtime_info(r));
+}
+
+/* call_me and whatever else the front end serves. */
+static void
+h_front(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	struct runner *r = ctx;
+
+	r->ops.request(r->ctx, c, q);
+}
+
+static void
+h_error(void *ctx, uint64_t id, const char *type, const char *message)
+{
+	reply_error(ctx, id, type, message);
+}
+
+/* Every host request goes through hostreq's table. */
+static void
+w_request(struct worker *w, const struct msg_request *q, void *ctx)
+{
+	struct runner *r = ctx;
+	struct hostreq_handlers h;
+
 	(void)w;
-	if (r->current == NULL || q->cell != r->current->n) {
-		reply_error(r, q->id, "RuntimeError",
-		    "host requests are refused once their cell is inactive");
-		return;
-	}
-	if (strcmp(q->method.ptr, "input") == 0)
-		serve_input(r, q);
-	else if (strcmp(q->method.ptr, "cells") == 0)
-		serve_cells(r, q);
-	else if (strcmp(q->method.ptr, "runtime_info") == 0)
-		reply_json(r, q->id, runtime_info(r));
-	else
-		r->ops.request(r->ctx, r->current, q);
+	memset(&h, 0, sizeof h);
+	h.fn[HOSTREQ_INPUT] = h_input;
+	h.fn[HOSTREQ_CELLS] = h_cells;
+	h.fn[HOSTREQ_RUNTIME_INFO] = h_runtime_info;
+	h.fn[HOSTREQ_CALL_ME] = h_front;
+	h.ctx[HOSTREQ_INPUT] = h.ctx[HOSTREQ_CELLS] = r;
+	h.ctx[HOSTREQ_RUNTIME_INFO] = h.ctx[HOSTREQ_CALL_ME] = r;
+	h.error = h_error;
+	h.error_ctx = r;
+	h.max_frame = r->cfg.worker.max_frame;
+	/* past its deadline a cell is being stopped: its requests get a
+	 * quick refusal, so a backlog cannot hold up its DONE */
+	hostreq_dispatch(&h, r->current != NULL &&
+	    r->current->timeout_stage == NULL ? r->current : NULL, q);
 }
 
 /* --- death and respawn ----------------------------------------------------- */

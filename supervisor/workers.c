@@ -28,10 +28,21 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "supervisor/capture.h"
+#include "supervisor/hostreq.h"
 #include "supervisor/procstat.h"
 #include "supervisor/secrets.h"
 
 #define READ_CHUNK 65536
+/* Frames and body bytes handled per loop turn: the rest waits for the
+ * next turn, so timers (the cell's deadline) run between slices. */
+#define SLICE_FRAMES 8
+#define SLICE_BYTES ((size_t)1 << 20)
+/* Replies queued to the worker above which its requests are not read
+ * (the cell blocks, not the supervisor), and stream events above which
+ * events are refused. */
+#define OUTQ_PAUSE ((size_t)1 << 20)
+#define OUTQ_EVENTS_MAX ((size_t)4 << 20)
 #define MAX_ARGS 20
 #define STACK_MAX 65536
 #define MAX_ENV 256
@@ -49,6 +60,8 @@ struct worker {
 	int pidfd, chan, out, err, dump, status;
 	int pidns_state;	/* 0 untried, 1 works, -1 refused */
 	struct frame_rx rx;
+	int starved;		/* rx holds no frame we can handle yet */
+	uint64_t more_timer;	/* continues buffered frames next turn */
 	struct buf outq;
 	struct buf stack;	/* faulthandler dump (bounded) */
 	unsigned generation;
@@ -72,6 +85,7 @@ static const char *const env_allow[] = {
 };
 
 static void chan_event(struct loop *l, int fd, short revents, void *ctx);
+static void chan_process(struct worker *w);
 static void pipe_event(struct loop *l, int fd, short revents, void *ctx);
 static void pidfd_event(struct loop *l, int fd, short revents, void *ctx);
 
@@ -94,6 +108,7 @@ worker_new(struct loop *l, const struct worker_config *c,
 	buf_init(&w->outq);
 	buf_init(&w->stack);
 	frame_rx_init(&w->rx, c->max_frame);
+	w->starved = 1;
 	return w;
 }
 
@@ -177,7 +192,7 @@ build_env(const struct worker *w, char **envp)
 struct spawn_args {
 	char *argv[MAX_ARGS];
 	char *envp[MAX_ENV];
-	char num[4][24];
+	char num[5][24];
 	int fds[6];	/* chan, out, err, dump, sync, status (child ends) */
 	struct contain_limits lim;
 	const char *path;
@@ -199,6 +214,7 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	(void)snprintf(a->num[2], 24, "%zu", w->cfg.max_frame);
 	(void)snprintf(a->num[3], 24, "%llu",
 	    (unsigned long long)w->cfg.data_limit);
+	(void)snprintf(a->num[4], 24, "%zu", w->cfg.output_limit);
 	a->argv[n++] = (char *)(uintptr_t)"agentz-worker";
 	a->argv[n++] = (char *)(uintptr_t)"--sandbox";
 	a->argv[n++] = (char *)(uintptr_t)w->cfg.sandbox;
@@ -210,6 +226,10 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	a->argv[n++] = a->num[2];
 	a->argv[n++] = (char *)(uintptr_t)"--memory-limit";
 	a->argv[n++] = a->num[3];
+	if (w->cfg.output_limit > 0) {
+		a->argv[n++] = (char *)(uintptr_t)"--output-limit";
+		a->argv[n++] = a->num[4];
+	}
 	if (w->cfg.sandbox_debug)
 		a->argv[n++] = (char *)(uintptr_t)"--sandbox-debug";
 	/* no IPC namespace of its own: the host's SysV objects are near */
@@ -467,6 +487,7 @@ reset_state(struct worker *w, const int *ours)
 	w->state = WORKER_STARTING;
 	frame_rx_clear(&w->rx);
 	frame_rx_init(&w->rx, w->cfg.max_frame);
+	w->starved = 1;
 	buf_clear(&w->outq);
 	buf_clear(&w->stack);
 }
@@ -609,6 +630,8 @@ close_all(struct worker *w)
 	}
 	loop_timer_cancel(w->loop, w->ready_timer);
 	w->ready_timer = 0;
+	loop_timer_cancel(w->loop, w->more_timer);
+	w->more_timer = 0;
 }
 
 static void
@@ -645,6 +668,13 @@ reap(struct worker *w, int options)
 	/* With a namespace init, the worker's own status came by pipe. */
 	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
+	/* frames it sent before dying still count (its DONE): the slices
+	 * left for later turns are handled now */
+	while (w->chan >= 0 && w->more_timer != 0) {
+		loop_timer_cancel(w->loop, w->more_timer);
+		w->more_timer = 0;
+		chan_process(w);
+	}
 	drain_all(w);
 	read_dump(w);
 	if (w->cfg.contain != NULL) {
@@ -820,6 +850,27 @@ on_ready(struct worker *w, struct msg *m)
 	w->ops.ready(w, w->ctx);
 }
 
+/* A text of the DONE kept to the output limit, head and tail, whatever
+ * the worker sent (the worker caps it too). */
+static void
+cap_text(const struct worker *w, struct bytes *b)
+{
+	struct capture c;
+	size_t n;
+	char *s;
+
+	if (w->cfg.output_limit == 0 || b->len <= w->cfg.output_limit)
+		return;
+	capture_init(&c, w->cfg.output_limit);
+	if (capture_append(&c, b->ptr, b->len) == 0 &&
+	    (s = capture_text(&c, &n)) != NULL) {
+		free(b->ptr);
+		b->ptr = s;
+		b->len = n;
+	}
+	capture_clear(&c);
+}
+
 static void
 on_done(struct worker *w, struct msg *m)
 {
@@ -828,6 +879,8 @@ on_done(struct worker *w, struct msg *m)
 		    m->type);
 		return;
 	}
+	cap_text(w, &m->u.done.traceback);
+	cap_text(w, &m->u.done.exception_type);
 	drain_all(w);
 	w->state = WORKER_IDLE;
 	w->ops.done(w, &m->u.done, w->ctx);
@@ -866,12 +919,140 @@ dispatch(struct worker *w, struct msg *m)
 		w->ops.request(w, &m->u.request, w->ctx);
 }
 
+/*
+ * Reading is sliced and back-pressured. The channel is read (one chunk a
+ * turn) only when rx holds no frame we could handle and the replies queued
+ * to the worker are under OUTQ_PAUSE; buffered frames are handled at most
+ * a slice a turn, the rest from a 0 ms timer on the next turn. So rx holds
+ * at most one frame and a chunk, outq at most OUTQ_PAUSE and the replies
+ * of one slice, and a flood of requests never holds up the loop's timers.
+ */
+static void chan_more(struct loop *l, void *ctx);
+
+static int
+outq_full(const struct worker *w)
+{
+	return w->outq.len > OUTQ_PAUSE;
+}
+
+/* Sets the channel's interest, and arms the continuation when there is
+ * buffered work and room for its replies. */
+static void
+chan_interest(struct worker *w)
+{
+	short ev = 0;
+
+	if (w->chan < 0)
+		return;
+	if (w->starved && !outq_full(w))
+		ev |= POLLIN;
+	if (w->outq.len > 0)
+		ev |= POLLOUT;
+	loop_events(w->loop, w->chan, ev);
+	if (!w->starved && !outq_full(w) && w->more_timer == 0)
+		w->more_timer = loop_timer(w->loop, 0, chan_more, w);
+}
+
+static void
+malformed(struct worker *w)
+{
+	char why[96];
+
+	(void)snprintf(why, sizeof why, "malformed frame: %s",
+	    strerror(errno));
+	protocol_error(w, why, 0);
+}
+
+/*
+ * A REQUEST whose body is over its method's cap: dropped unread (its
+ * bytes are skipped as they arrive), reported as a request with no body.
+ * Returns 1 when refused (m filled), 0 when not over its cap or more bytes
+ * are needed for its head (*wait set then), -1 on a malformed head.
+ */
+static int
+refuse_big(struct worker *w, const uint8_t *body, size_t have, size_t len,
+    struct msg *m, int *wait)
+{
+	int rc;
+
+	if (len <= HOSTREQ_SMALL_CAP)
+		return 0;
+	rc = msg_request_head(body, have, m);
+	if (rc <= 0) {
+		*wait = rc == 0;
+		return rc;
+	}
+	if (len <= hostreq_cap(m->u.request.method.ptr, w->cfg.max_frame)) {
+		msg_clear(m);
+		return 0;
+	}
+	frame_rx_skip(&w->rx);	/* body.len says how big it was */
+	return 1;
+}
+
+/* The next frame to handle: 1 with m (*len its body size), 0 when more
+ * bytes are needed, -1 when the worker was killed for a bad frame. */
+static int
+next_frame(struct worker *w, struct msg *m, size_t *len)
+{
+	const uint8_t *body;
+	size_t have;
+	unsigned type;
+	int rc, wait = 0;
+
+	rc = frame_rx_peek(&w->rx, &type, len, &body, &have);
+	if (rc == 1 && type == MSG_REQUEST &&
+	    (rc = refuse_big(w, body, have, *len, m, &wait)) != 0) {
+		if (rc < 0)
+			malformed(w);
+		return rc;
+	}
+	if (rc < 0 || wait) {
+		if (rc < 0)
+			malformed(w);
+		return wait ? 0 : -1;
+	}
+	if ((rc = frame_rx_pop(&w->rx, m)) < 0)
+		malformed(w);
+	return rc;
+}
+
+/* Handles at most a slice of the buffered frames. */
+static void
+chan_process(struct worker *w)
+{
+	size_t bytes = 0, len = 0;
+	unsigned frames = 0;
+	struct msg m;
+	int rc = 1;
+
+	while (w->chan >= 0 && !outq_full(w) && frames < SLICE_FRAMES &&
+	    bytes < SLICE_BYTES) {
+		if ((rc = next_frame(w, &m, &len)) <= 0)
+			break;
+		dispatch(w, &m);
+		msg_clear(&m);
+		frames++;
+		bytes += len;
+	}
+	w->starved = rc == 0;
+	chan_interest(w);
+}
+
+static void
+chan_more(struct loop *l, void *ctx)
+{
+	struct worker *w = ctx;
+
+	(void)l;
+	w->more_timer = 0;
+	chan_process(w);
+}
+
 static void
 chan_read(struct worker *w)
 {
-	struct msg m;
 	ssize_t n;
-	int rc;
 
 	n = frame_rx_fill(&w->rx, w->chan);
 	if (n == 0) {		/* EOF: the process is going; pidfd tells */
@@ -884,18 +1065,7 @@ chan_read(struct worker *w)
 		worker_kill(w, "control channel read failed");
 		return;
 	}
-	while (w->chan >= 0 && (rc = frame_rx_pop(&w->rx, &m)) != 0) {
-		if (rc < 0) {
-			char why[96];
-
-			(void)snprintf(why, sizeof why, "malformed frame: %s",
-			    strerror(errno));
-			protocol_error(w, why, 0);
-			return;
-		}
-		dispatch(w, &m);
-		msg_clear(&m);
-	}
+	chan_process(w);
 }
 
 static void
@@ -915,8 +1085,7 @@ chan_flush(struct worker *w)
 		}
 		buf_consume(&w->outq, (size_t)n);
 	}
-	loop_events(w->loop, w->chan, w->outq.len > 0 ? POLLIN | POLLOUT :
-	    POLLIN);
+	chan_interest(w);
 }
 
 static void
@@ -928,7 +1097,11 @@ chan_event(struct loop *l, int fd, short revents, void *ctx)
 	(void)fd;
 	if ((revents & POLLOUT) && w->chan >= 0)
 		chan_flush(w);
-	if ((revents & (POLLIN | POLLHUP | POLLERR)) && w->chan >= 0)
+	/* Read only with no whole frame buffered: EOF then loses nothing.
+	 * While paused a hang-up is left to the pending write (EPIPE kills
+	 * the worker) or to the pidfd. */
+	if ((revents & (POLLIN | POLLHUP | POLLERR)) && w->chan >= 0 &&
+	    w->starved && !outq_full(w))
 		chan_read(w);
 }
 
@@ -986,6 +1159,10 @@ worker_event(struct worker *w, uint64_t id, const char *body, size_t len)
 	struct msg m;
 
 	memset(&m, 0, sizeof m);
+	if (w->outq.len > OUTQ_EVENTS_MAX) {
+		errno = ENOBUFS;	/* the cell does not read its stream */
+		return -1;
+	}
 	m.type = MSG_EVENT;
 	m.u.event.id = id;
 	m.u.event.body = (struct bytes){ (char *)(uintptr_t)body, len };

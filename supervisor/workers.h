@@ -67,6 +67,7 @@ struct worker_config {
 	const char *sandbox;		/* "off" | "default" | "strict" */
 	int sandbox_debug;
 	size_t max_frame;
+	size_t output_limit;		/* a traceback's head + tail, 0 none */
 	const char *const *pass_env;	/* extra variable names, NULL-ended */
 	uint64_t ready_timeout_ms;
 	struct contain *contain;	/* cgroups etc.; owned by the caller */

@@ -38,6 +38,7 @@ struct wconfig {
 	pid_t protect_pid;
 	pid_t protect_pgid;
 	size_t max_frame;
+	size_t output_limit;	/* traceback head + tail, as cell output */
 	unsigned long long data_limit;
 };
 
@@ -46,7 +47,7 @@ usage(void)
 {
 	(void)fprintf(stderr, "usage: agentz-worker [--sandbox off|default|"
 	    "strict] [--sandbox-debug] [--protect-pid N] [--protect-pgid N] "
-	    "[--max-frame BYTES] [--no-sysv]\n(started by agentz, with the "
+	    "[--max-frame BYTES] [--output-limit BYTES] [--no-sysv]\n(started by agentz, with the "
 	    "control channel on fd 3)\n");
 	_exit(WEXIT_USAGE);
 }
@@ -74,6 +75,7 @@ parse_args(int argc, char **argv, struct wconfig *c)
 	c->protect_pid = getppid();
 	c->protect_pgid = getpgid(c->protect_pid);
 	c->max_frame = PROTO_MAX_FRAME_DEFAULT;
+	c->output_limit = (size_t)1 << 20;
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--sandbox-debug") == 0)
 			c->sandbox_flags |= SANDBOX_DEBUG;
@@ -90,6 +92,8 @@ parse_args(int argc, char **argv, struct wconfig *c)
 			c->protect_pgid = (pid_t)num_arg(argv[++i]);
 		else if (strcmp(argv[i], "--max-frame") == 0)
 			c->max_frame = (size_t)num_arg(argv[++i]);
+		else if (strcmp(argv[i], "--output-limit") == 0)
+			c->output_limit = (size_t)num_arg(argv[++i]);
 		else if (strcmp(argv[i], "--memory-limit") == 0)
 			c->data_limit = (unsigned long long)num_arg(argv[++i]);
 		else
@@ -171,14 +175,15 @@ send_ready(const char *version, const struct wconfig *c, const char *lims)
 }
 
 static void
-serve(void)
+serve(size_t output_limit)
 {
 	struct msg m, done;
 
 	while (py_wait_exec(&m)) {
 		memset(&done, 0, sizeof done);
 		done.type = MSG_DONE;
-		py_run_cell(m.u.exec.cell, &m.u.exec.code, &done.u.done);
+		py_run_cell(m.u.exec.cell, &m.u.exec.code, output_limit,
+		    &done.u.done);
 		msg_clear(&m);
 		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
@@ -220,7 +225,7 @@ main(int argc, char **argv)
 	if (send_ready(version, &c, lims) < 0)
 		return WEXIT_CHANNEL;
 	py_preload();
-	serve();
+	serve(c.output_limit);
 	(void)fflush(NULL);
 	_exit(WEXIT_OK);
 }

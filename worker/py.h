@@ -33,10 +33,11 @@ void py_preload(void);
 
 /*
  * Runs one cell in the persistent namespace. Fills out->status,
- * exception_type and traceback (malloc'ed, caller msg_clears the DONE).
+ * exception_type and traceback (malloc'ed, caller msg_clears the DONE),
+ * each kept to limit bytes (head and tail, as the cell's output).
  * Never fails: an internal error is reported as a cell error.
  */
-void py_run_cell(uint32_t cell, const struct bytes *code,
+void py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
     struct msg_done *out);
 
 /* The embedded sources (generated at build time by scripts/embed.py). */

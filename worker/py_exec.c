@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,16 +34,49 @@ set_bytes(struct bytes *b, const char *s)
 	b->len = n;
 }
 
+/*
+ * s (n bytes of UTF-8) kept to limit bytes the way the supervisor keeps
+ * cell output: the first half, a marker line counting what was dropped,
+ * the last half; cuts moved to character boundaries.
+ */
 static void
-set_from_obj(struct bytes *b, PyObject *o)
+set_capped(struct bytes *b, const char *s, size_t n, size_t limit)
+{
+	size_t head = limit / 2, tail = limit - limit / 2, m;
+	char marker[64];
+
+	while (head > 0 && ((unsigned char)s[head] & 0xc0) == 0x80)
+		head--;
+	while (tail > 0 && ((unsigned char)s[n - tail] & 0xc0) == 0x80)
+		tail--;
+	m = (size_t)snprintf(marker, sizeof marker,
+	    "\n[... %zu bytes dropped ...]\n", n - head - tail);
+	b->ptr = malloc(head + m + tail + 1);
+	if (b->ptr == NULL) {
+		b->len = 0;
+		return;
+	}
+	memcpy(b->ptr, s, head);
+	memcpy(b->ptr + head, marker, m);
+	memcpy(b->ptr + head + m, s + n - tail, tail);
+	b->len = head + m + tail;
+	b->ptr[b->len] = '\0';
+}
+
+static void
+set_from_obj(struct bytes *b, PyObject *o, size_t limit)
 {
 	const char *s = NULL;
+	Py_ssize_t n = 0;
 
 	if (o != NULL && PyUnicode_Check(o))
-		s = PyUnicode_AsUTF8(o);
+		s = PyUnicode_AsUTF8AndSize(o, &n);
 	if (s == NULL)
 		PyErr_Clear();
-	set_bytes(b, s);
+	if (s != NULL && (size_t)n > limit && limit > 0)
+		set_capped(b, s, (size_t)n, limit);
+	else
+		set_bytes(b, s);
 }
 
 /* Classifies an exception that escaped run_cell itself. */
@@ -67,7 +101,7 @@ escaped(struct msg_done *out)
 }
 
 static int
-unpack_result(PyObject *res, struct msg_done *out)
+unpack_result(PyObject *res, size_t limit, struct msg_done *out)
 {
 	long status;
 
@@ -77,13 +111,14 @@ unpack_result(PyObject *res, struct msg_done *out)
 	if (status < 0 || status > DONE_STATUS_MAX)
 		return -1;
 	out->status = (uint32_t)status;
-	set_from_obj(&out->exception_type, PyTuple_GET_ITEM(res, 1));
-	set_from_obj(&out->traceback, PyTuple_GET_ITEM(res, 2));
+	set_from_obj(&out->exception_type, PyTuple_GET_ITEM(res, 1), limit);
+	set_from_obj(&out->traceback, PyTuple_GET_ITEM(res, 2), limit);
 	return 0;
 }
 
 void
-py_run_cell(uint32_t cell, const struct bytes *code, struct msg_done *out)
+py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
+    struct msg_done *out)
 {
 	PyObject *mod = NULL, *res = NULL;
 
@@ -100,7 +135,7 @@ py_run_cell(uint32_t cell, const struct bytes *code, struct msg_done *out)
 		escaped(out);
 		return;
 	}
-	if (unpack_result(res, out) < 0) {
+	if (unpack_result(res, limit, out) < 0) {
 		msg_clear(&(struct msg){ .type = MSG_DONE, .u.done = *out });
 		memset(out, 0, sizeof *out);
 		out->cell = cell;

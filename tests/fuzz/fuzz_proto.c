@@ -182,6 +182,29 @@ fuzz_stream(const uint8_t *data, size_t size)
 	buf_clear(&chunked);
 }
 
+/* A REQUEST's head read from a prefix agrees with the whole decode, and
+ * a prefix never claims more than the whole text gives. */
+static void
+fuzz_head(const uint8_t *data, size_t size)
+{
+	struct msg whole, head;
+	int rc, full = msg_decode(MSG_REQUEST, data, size, &whole) == 0;
+
+	rc = msg_request_head(data, size, &head);
+	check(rc >= -1 && rc <= 1);
+	if (full) {
+		check(rc == 1);
+		check(head.u.request.id == whole.u.request.id &&
+		    head.u.request.cell == whole.u.request.cell &&
+		    head.u.request.body.len == whole.u.request.body.len &&
+		    bytes_eq(&head.u.request.method, &whole.u.request.method));
+		msg_clear(&whole);
+	}
+	if (rc == 1)
+		check(head.u.request.body.ptr == NULL);
+	msg_clear(&head);
+}
+
 static void
 fuzz_decode(const uint8_t *data, size_t size)
 {
@@ -204,5 +227,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_stream(data, size);
 	fuzz_decode(data, size);
+	fuzz_head(data, size);
 	return 0;
 }
