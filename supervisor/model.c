@@ -583,18 +583,21 @@ start_round(struct call *c)
 		finish(c, NULL, "ModelError", strerror(errno));
 }
 
-uint64_t
-model_call(struct model *m, json_t *params, int stream,
+/*
+ * A new call with its request rewritten from params (borrowed), or NULL
+ * after ops->done was told why (bad parameters, no memory).
+ */
+static struct call *
+call_new(struct model *m, json_t *params, int stream,
     const struct host_binding *b, const struct model_call_ops *ops,
     void *ctx)
 {
 	struct call *c = calloc(1, sizeof *c);
 	char *err = NULL;
-	uint64_t id;
 
 	if (c == NULL) {
 		ops->done(ctx, NULL, "ModelError", "out of memory");
-		return 0;
+		return NULL;
 	}
 	c->m = m;
 	c->stream = stream;
@@ -607,14 +610,34 @@ model_call(struct model *m, json_t *params, int stream,
 		ops->done(ctx, NULL, "TypeError", err ? err : "bad parameters");
 		free(err);
 		free(c);
-		return 0;
+		return NULL;
 	}
-	hosttools_fill(m->h, c->body);
-	c->id = id = m->next_id++;
-	c->next = m->calls;
-	m->calls = c;
+	return c;
+}
+
+/* Registers c and sends its first request; its id. */
+static uint64_t
+call_go(struct call *c)
+{
+	uint64_t id = c->id = c->m->next_id++;
+
+	c->next = c->m->calls;
+	c->m->calls = c;
 	start_round(c);
 	return id;	/* the call may already have finished */
+}
+
+uint64_t
+model_call(struct model *m, json_t *params, int stream,
+    const struct host_binding *b, const struct model_call_ops *ops,
+    void *ctx)
+{
+	struct call *c = call_new(m, params, stream, b, ops, ctx);
+
+	if (c == NULL)
+		return 0;
+	hosttools_fill(m->h, c->body);
+	return call_go(c);
 }
 
 /*
@@ -658,26 +681,12 @@ model_call_raw(struct model *m, json_t *params, struct jspan input,
     int stream, const struct host_binding *b,
     const struct model_call_ops *ops, void *ctx)
 {
-	struct call *c = calloc(1, sizeof *c);
-	char *err = NULL;
-	uint64_t id;
+	struct call *c = call_new(m, params, stream, b, ops, ctx);
 
-	if (c == NULL) {
-		ops->done(ctx, NULL, "ModelError", "out of memory");
+	if (c == NULL)
 		return 0;
-	}
-	c->m = m;
-	c->stream = stream;
-	c->b = *b;
-	c->ops = *ops;
-	c->ctx = ctx;
-	c->body = rewrite_request(params, &m->cfg.settings,
-	    hosttools_definitions(m->h), &err);
-	if (c->body == NULL || wire_build(c, input) < 0) {
-		ops->done(ctx, NULL, c->body == NULL ? "TypeError" :
-		    "ModelError", err ? err : c->body == NULL ?
-		    "bad parameters" : "out of memory");
-		free(err);
+	if (wire_build(c, input) < 0) {
+		ops->done(ctx, NULL, "ModelError", "out of memory");
 		json_decref(c->body);
 		free(c->wire);
 		free(c);
@@ -685,11 +694,7 @@ model_call_raw(struct model *m, json_t *params, struct jspan input,
 	}
 	json_decref(c->body);	/* all of it is in the wire now */
 	c->body = NULL;
-	c->id = id = m->next_id++;
-	c->next = m->calls;
-	m->calls = c;
-	start_round(c);
-	return id;
+	return call_go(c);
 }
 
 static struct call *

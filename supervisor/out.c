@@ -419,7 +419,6 @@ void
 out_record(int stream, const char *p, size_t n)
 {
 	struct outq *q = queue(stream);
-	size_t k = 0;
 
 	if (n == 0 || q->mode == M_BROKEN)
 		return;
@@ -432,13 +431,7 @@ out_record(int stream, const char *p, size_t n)
 		    "wait for a stalled reader", n, q->len);
 		return;
 	}
-	if (q->len == 0)
-		k = try_write(q, p, n);
-	if (k > 0)
-		q->tail_nl = p[k - 1] == '\n';
-	if (q->mode != M_BROKEN)
-		append(q, p + k, n - k);
-	pump(q);
+	put_whole(q, p, n);
 }
 
 void
