@@ -20,13 +20,13 @@
  */
 #include "supervisor/sse.h"
 
-#include "common/buf.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/buf.h"
 
 #define SSE_LINE_SLACK	16		/* "data: " and friends */
 #define SSE_BOM_LEN	3
