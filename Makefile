@@ -162,11 +162,11 @@ bench: all
 	$(PY) bench/soak.py $(O)
 
 FUZZ_BIN := build-fuzz/fuzz_proto
-$(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h
+$(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h common/buf.h
 	@mkdir -p $(@D)
 	clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
 	    -fsanitize=fuzzer,address,undefined $(call pc_cflags,msgpack) \
-	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) $(call pc_libs,msgpack)
+	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c $(call pc_libs,msgpack)
 
 fuzz: $(FUZZ_BIN)
 	@mkdir -p build-fuzz/corpus

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/buf.h"
+
 #define PROTO_VERSION		1
 #define PROTO_HEADER_SIZE	8
 #define PROTO_MAX_FRAME_DEFAULT ((size_t)64 << 20)	/* body bytes */
@@ -161,20 +163,6 @@ int msg_direction(unsigned type);
 
 /* Frees the byte strings a decoded message owns. Accepts a zeroed msg. */
 void msg_clear(struct msg *m);
-
-/* A growable, length-carrying byte buffer. */
-struct buf {
-	uint8_t *data;
-	size_t len;
-	size_t cap;
-};
-
-void buf_init(struct buf *b);
-void buf_clear(struct buf *b);		/* frees; buf is reusable after */
-/* Appends n bytes. -1/ENOMEM on allocation failure. */
-int buf_append(struct buf *b, const void *p, size_t n);
-/* Removes the first n bytes (n <= len). */
-void buf_consume(struct buf *b, size_t n);
 
 /*
  * Appends one complete frame (header + body) for m to out.

@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
 #include "common/log.h"
 #include "supervisor/config.h"
 #include "supervisor/out.h"
@@ -63,28 +64,23 @@ add_cell(struct exec_run *x, const char *p, size_t n, const char *source)
 	return 0;
 }
 
+/* The whole of f as a NUL-terminated string the caller frees; NULL on error. */
 static char *
 slurp(FILE *f, size_t *len)
 {
-	size_t cap = 65536, n = 0, got;
-	char *p = malloc(cap), *np;
+	struct buf b;
+	char chunk[16384];
+	size_t got;
 
-	while (p != NULL && (got = fread(p + n, 1, cap - n, f)) > 0) {
-		n += got;
-		if (n == cap) {
-			np = realloc(p, cap * 2);
-			if (np == NULL)
-				break;
-			p = np;
-			cap *= 2;
-		}
-	}
-	if (p == NULL || ferror(f) || n == cap) {
-		free(p);
+	buf_init(&b);
+	while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+		if (buf_append(&b, chunk, got) == -1)
+			break;
+	if (got > 0 || ferror(f)) {
+		buf_clear(&b);
 		return NULL;
 	}
-	*len = n;
-	return p;
+	return buf_detach(&b, len);
 }
 
 /* Is the line at p (up to n bytes, no newline) a "# %%" separator? */

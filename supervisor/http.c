@@ -31,6 +31,7 @@
 
 #include <curl/curl.h>
 
+#include "common/buf.h"
 #include "supervisor/loop.h"
 
 struct http_req {
@@ -57,8 +58,7 @@ struct http_req {
 	double ra_ms, ra;		/* retry-after-ms, retry-after; -1 */
 	int should_retry;		/* x-should-retry: 1, 0, or -1 */
 	char request_id[128];
-	char *ebody;			/* non-2xx body, NUL-terminated */
-	size_t ebody_len, ebody_cap;
+	struct buf ebody;		/* non-2xx body, HTTP_ERROR_BODY_MAX */
 	char errbuf[CURL_ERROR_SIZE];
 	char msg[CURL_ERROR_SIZE + 64];
 };
@@ -134,7 +134,7 @@ req_free(struct http_req *r)
 {
 	curl_easy_cleanup(r->easy);
 	curl_slist_free_all(r->hdrs);
-	free(r->ebody);
+	buf_clear(&r->ebody);
 	free(r);
 }
 
@@ -348,8 +348,8 @@ req_finish(struct http_req *r, struct http_result *res)
 	res->status = r->status;
 	res->request_id = r->request_id[0] != '\0' ? r->request_id : NULL;
 	if (!res->ok && r->status >= 300) {
-		res->body = r->ebody != NULL ? r->ebody : "";
-		res->body_len = r->ebody_len;
+		res->body = buf_str(&r->ebody);
+		res->body_len = r->ebody.len;
 	}
 	/* Parked as a zombie: a cancel from inside done finds nothing. */
 	r->next = h->zombies;
@@ -433,8 +433,8 @@ status_retryable(const struct http_req *r)
 	if (r->should_retry >= 0)
 		return r->should_retry;
 	/* An exhausted quota is a 429 that waiting will not fix. */
-	if (r->status == 429 && r->ebody != NULL &&
-	    memmem(r->ebody, r->ebody_len, quota, sizeof quota - 1) != NULL)
+	if (r->status == 429 && memmem(buf_str(&r->ebody), r->ebody.len,
+	    quota, sizeof quota - 1) != NULL)
 		return 0;
 	return r->status == 408 || r->status == 409 || r->status == 429 ||
 	    r->status >= 500;
@@ -607,7 +607,7 @@ req_start(struct loop *l, void *ctx)
 	r->ra_ms = r->ra = -1;
 	r->should_retry = -1;
 	r->request_id[0] = '\0';
-	r->ebody_len = 0;
+	buf_reset(&r->ebody);
 	r->errbuf[0] = '\0';
 	mc = curl_multi_add_handle(r->h->multi, r->easy);
 	if (mc != CURLM_OK) {
@@ -672,24 +672,12 @@ req_deadline(struct loop *l, void *ctx)
 static void
 ebody_add(struct http_req *r, const char *p, size_t n)
 {
-	size_t room = HTTP_ERROR_BODY_MAX - r->ebody_len;
-	char *nb;
+	size_t room = HTTP_ERROR_BODY_MAX - r->ebody.len;
 
 	if (n > room)
 		n = room;
-	if (r->ebody_len + n + 1 > r->ebody_cap) {
-		size_t cap = r->ebody_cap ? r->ebody_cap : 1024;
-
-		while (cap < r->ebody_len + n + 1)
-			cap *= 2;
-		if ((nb = realloc(r->ebody, cap)) == NULL)
-			return;	/* best effort: the status still counts */
-		r->ebody = nb;
-		r->ebody_cap = cap;
-	}
-	memcpy(r->ebody + r->ebody_len, p, n);
-	r->ebody_len += n;
-	r->ebody[r->ebody_len] = '\0';
+	/* Best effort: the status still counts without the body. */
+	(void)buf_append(&r->ebody, p, n);
 }
 
 static size_t

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "supervisor/secrets.h"
 
 #define REDACT_NOCHILD	0	/* the root is nobody's child */
@@ -82,12 +83,6 @@ struct redact_feed {
 	uint64_t		 pbase, hbase;
 	redact_emit_fn		*emit;
 	void			*ctx;
-};
-
-/* The output buffer of redact_string(). */
-struct redact_buf {
-	char	*p;
-	size_t	 len, cap;
 };
 
 static int
@@ -384,7 +379,8 @@ redact_out_clear(struct redact_feed *f, uint64_t x, uint64_t y)
 	if (x < f->pbase) {
 		uint64_t e = y < f->pbase ? y : f->pbase;
 
-		if (redact_out(f, f->st->hold + (x - f->hbase), e - x) == -1)
+		if (redact_out(f, buf_str(&f->st->hold) + (x - f->hbase),
+		    e - x) == -1)
 			return -1;
 		x = e;
 	}
@@ -479,7 +475,11 @@ redact_runs_push(struct redact_stream *st, uint64_t start, uint64_t end)
 	last->end = end;
 }
 
-/* Keep the bytes [done, pos) of this feed's hold and p in hold. */
+/*
+ * Keep the bytes [done, pos) of this feed's hold and p in hold: the hold's
+ * last old bytes, then the fresh ones of p. At most the longest secret's
+ * length, so growth stops early.
+ */
 static int
 redact_keep(struct redact_feed *f)
 {
@@ -488,24 +488,12 @@ redact_keep(struct redact_feed *f)
 	size_t old = st->done < f->pbase ? (size_t)(f->pbase - st->done) : 0;
 	size_t fresh = (size_t)(st->pos - from);
 
-	/* At most the longest secret's length: growth stops early. */
-	if (old + fresh > st->hold_cap) {
-		size_t cap = st->hold_cap * 2 > old + fresh ? st->hold_cap * 2 :
-		    old + fresh;
-		char *p = realloc(st->hold, cap);
-
-		if (p == NULL) {
-			st->err = ENOMEM;
-			return -1;
-		}
-		st->hold = p;
-		st->hold_cap = cap;
+	buf_consume(&st->hold, st->hold.len - old);
+	if (fresh > 0 &&
+	    buf_append(&st->hold, f->p + (from - f->pbase), fresh) == -1) {
+		st->err = ENOMEM;
+		return -1;
 	}
-	if (old > 0)
-		memmove(st->hold, st->hold + (st->done - f->hbase), old);
-	if (fresh > 0)
-		memcpy(st->hold + old, f->p + (from - f->pbase), fresh);
-	st->hold_len = old + fresh;
 	return 0;
 }
 
@@ -525,7 +513,7 @@ redact_stream_init(struct redact_stream *st)
 void
 redact_stream_clear(struct redact_stream *st)
 {
-	free(st->hold);
+	buf_clear(&st->hold);
 	free(st->runs);
 	redact_stream_init(st);
 }
@@ -570,7 +558,7 @@ int
 redact_stream_feed(const struct redact *r, struct redact_stream *st,
     const char *p, size_t n, redact_emit_fn *emit, void *ctx)
 {
-	struct redact_feed f = { st, p, st->pos, st->pos - st->hold_len,
+	struct redact_feed f = { st, p, st->pos, st->pos - st->hold.len,
 	    emit, ctx };
 
 	if (st->err != 0)
@@ -588,7 +576,7 @@ int
 redact_stream_flush(struct redact_stream *st, redact_emit_fn *emit,
     void *ctx)
 {
-	struct redact_feed f = { st, NULL, st->pos, st->pos - st->hold_len,
+	struct redact_feed f = { st, NULL, st->pos, st->pos - st->hold.len,
 	    emit, ctx };
 
 	if (st->err != 0)
@@ -597,35 +585,15 @@ redact_stream_flush(struct redact_stream *st, redact_emit_fn *emit,
 		return redact_fail(st);
 	st->state = 0;
 	st->pos = st->done = 0;
-	st->hold_len = 0;
+	buf_reset(&st->hold);
 	st->runs_head = st->runs_len = 0;
 	return 0;
 }
 
-static int
-redact_buf_put(void *ctx, const char *p, size_t n)
+int
+redact_emit_buf(void *ctx, const char *p, size_t n)
 {
-	struct redact_buf *b = ctx;
-
-	if (n >= b->cap - b->len) {
-		size_t cap = b->cap;
-		char *q;
-
-		while (n >= cap - b->len) {
-			if (cap > SIZE_MAX / 2) {
-				errno = ENOMEM;
-				return -1;
-			}
-			cap *= 2;
-		}
-		if ((q = realloc(b->p, cap)) == NULL)
-			return -1;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
+	return buf_append(ctx, p, n);
 }
 
 char *
@@ -633,21 +601,18 @@ redact_string(const struct redact *r, const char *p, size_t n,
     size_t *outlen)
 {
 	struct redact_stream st;
-	struct redact_buf b = { NULL, 0, n < SIZE_MAX - 16 ? n + 16 : n };
+	struct buf b;
 
-	if ((b.p = malloc(b.cap)) == NULL)
-		return NULL;
+	buf_init(&b);
 	redact_stream_init(&st);
-	if (redact_stream_feed(r, &st, p, n, redact_buf_put, &b) == -1 ||
-	    redact_stream_flush(&st, redact_buf_put, &b) == -1) {
+	if (buf_reserve(&b, n < SIZE_MAX - 16 ? n + 16 : n) == -1 ||
+	    redact_stream_feed(r, &st, p, n, redact_emit_buf, &b) == -1 ||
+	    redact_stream_flush(&st, redact_emit_buf, &b) == -1) {
 		redact_stream_clear(&st);
-		free(b.p);
+		buf_clear(&b);
 		errno = ENOMEM;
 		return NULL;
 	}
 	redact_stream_clear(&st);
-	b.p[b.len] = '\0';	/* redact_buf_put keeps one byte spare */
-	if (outlen != NULL)
-		*outlen = b.len;
-	return b.p;
+	return buf_detach(&b, outlen);
 }

@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+
 /* What each hidden stretch is replaced by. */
 #define REDACT_MARKER		"[REDACTED]"
 #define REDACT_MARKER_LEN	(sizeof(REDACT_MARKER) - 1)
@@ -47,6 +49,9 @@
  */
 typedef int redact_emit_fn(void *ctx, const char *p, size_t n);
 
+/* A redact_emit_fn appending to the struct buf ctx (see common/buf.h). */
+int redact_emit_buf(void *ctx, const char *p, size_t n);
+
 struct redact;
 struct redact_run;
 
@@ -60,8 +65,7 @@ struct redact_stream {
 	int			 err;		/* sticky errno, 0 if none */
 	uint64_t		 pos;		/* bytes fed since init/flush */
 	uint64_t		 done;		/* bytes emitted or hidden */
-	char			*hold;		/* bytes [done, pos) */
-	size_t			 hold_len, hold_cap;
+	struct buf		 hold;		/* bytes [done, pos) */
 	struct redact_run	*runs;		/* hidden stretches not done */
 	size_t			 runs_head, runs_len, runs_cap;
 };

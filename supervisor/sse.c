@@ -26,18 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+
 #define SSE_LINE_SLACK	16		/* "data: " and friends */
 #define SSE_BOM_LEN	3
 #define SSE_BOM_DONE	(SSE_BOM_LEN + 1)
 
 static const char sse_bom[SSE_BOM_LEN] = { '\xef', '\xbb', '\xbf' };
-
-/* A growable byte string, always NUL-terminated once allocated. */
-struct sse_buf {
-	char *p;
-	size_t len;
-	size_t cap;
-};
 
 struct sse {
 	sse_event_fn *fn;
@@ -50,10 +45,10 @@ struct sse {
 	int comment;		/* the current line is a comment */
 	int pending;		/* data/event field since the last blank */
 	long long retry;	/* -1 until a valid retry field */
-	struct sse_buf line;
-	struct sse_buf data;
-	struct sse_buf type;
-	struct sse_buf id;
+	struct buf line;	/* limited to max_line */
+	struct buf data;
+	struct buf type;
+	struct buf id;
 };
 
 typedef int sse_field_fn(struct sse *, const char *, size_t);
@@ -75,41 +70,12 @@ static const struct sse_field {
 	{ "retry",	5,	sse_set_retry },
 };
 
+/* Replaces b's bytes with p[0..n). */
 static int
-sse_buf_reserve(struct sse_buf *b, size_t need)
+sse_buf_set(struct buf *b, const char *p, size_t n)
 {
-	size_t cap;
-	char *p;
-
-	if (need < b->cap)
-		return 0;
-	cap = b->cap ? b->cap : 64;
-	while (cap <= need)
-		cap = cap > SIZE_MAX / 2 ? need + 1 : cap * 2;
-	if ((p = realloc(b->p, cap)) == NULL)
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static int
-sse_buf_append(struct sse_buf *b, const char *p, size_t n)
-{
-	if (sse_buf_reserve(b, b->len + n) == -1)
-		return -1;
-	if (n > 0)
-		memcpy(b->p + b->len, p, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
-static int
-sse_buf_set(struct sse_buf *b, const char *p, size_t n)
-{
-	b->len = 0;
-	return sse_buf_append(b, p, n);
+	buf_reset(b);
+	return buf_append(b, p, n);
 }
 
 static int
@@ -118,8 +84,8 @@ sse_set_data(struct sse *sse, const char *v, size_t n)
 	/* The joined data is data.len - 1 bytes once the final "\n" goes. */
 	if (sse->data.len + n > sse->max_event)
 		return SSE_ETOOBIG;
-	if (sse_buf_append(&sse->data, v, n) == -1 ||
-	    sse_buf_append(&sse->data, "\n", 1) == -1)
+	if (buf_append(&sse->data, v, n) == -1 ||
+	    buf_append(&sse->data, "\n", 1) == -1)
 		return SSE_ENOMEM;
 	sse->pending = 1;
 	return SSE_OK;
@@ -191,15 +157,15 @@ sse_dispatch(struct sse *sse)
 	int rc = 0;
 
 	if (sse->data.len > 0) {
-		sse->data.p[--sse->data.len] = '\0';	/* the final "\n" */
-		ev.type = sse->type.len > 0 ? sse->type.p : "message";
-		ev.data = sse->data.p;
+		buf_truncate(&sse->data, sse->data.len - 1); /* the final "\n" */
+		ev.type = sse->type.len > 0 ? buf_str(&sse->type) : "message";
+		ev.data = buf_str(&sse->data);
 		ev.data_len = sse->data.len;
-		ev.id = sse->id.p != NULL ? sse->id.p : "";
+		ev.id = buf_str(&sse->id);
 		rc = sse->fn(sse->ctx, &ev);
 	}
-	sse->data.len = 0;
-	sse->type.len = 0;
+	buf_reset(&sse->data);
+	buf_reset(&sse->type);
 	sse->pending = 0;
 	return rc != 0 ? SSE_ESTOPPED : SSE_OK;
 }
@@ -215,8 +181,8 @@ sse_line_end(struct sse *sse)
 	}
 	if (sse->line.len == 0)
 		return sse_dispatch(sse);
-	rc = sse_field(sse, sse->line.p, sse->line.len);
-	sse->line.len = 0;
+	rc = sse_field(sse, buf_str(&sse->line), sse->line.len);
+	buf_reset(&sse->line);
 	return rc;
 }
 
@@ -230,9 +196,9 @@ sse_line_add(struct sse *sse, const char *p, size_t n)
 		sse->comment = 1;
 		return SSE_OK;
 	}
-	if (sse->line.len + n > sse->max_line)
-		return SSE_ETOOBIG;
-	return sse_buf_append(&sse->line, p, n) == -1 ? SSE_ENOMEM : SSE_OK;
+	if (buf_append(&sse->line, p, n) == -1)
+		return errno == EMSGSIZE ? SSE_ETOOBIG : SSE_ENOMEM;
+	return SSE_OK;
 }
 
 /* The offset of the first CR or LF in p[0..n), or n if there is none. */
@@ -341,6 +307,7 @@ sse_new(sse_event_fn *fn, void *ctx, size_t max_event)
 	sse->ctx = ctx;
 	sse->max_event = max_event;
 	sse->max_line = max_event + SSE_LINE_SLACK;
+	buf_set_max(&sse->line, sse->max_line);
 	sse->retry = -1;
 	return sse;
 }
@@ -350,10 +317,10 @@ sse_free(struct sse *sse)
 {
 	if (sse == NULL)
 		return;
-	free(sse->line.p);
-	free(sse->data.p);
-	free(sse->type.p);
-	free(sse->id.p);
+	buf_clear(&sse->line);
+	buf_clear(&sse->data);
+	buf_clear(&sse->type);
+	buf_clear(&sse->id);
 	free(sse);
 }
 
@@ -381,9 +348,9 @@ sse_finish(struct sse *sse)
 	/* A partly matched BOM is the start of an unterminated line. */
 	rc = (sse->pending || sse->line.len > 0 ||
 	    (sse->bom > 0 && sse->bom < SSE_BOM_LEN)) ? SSE_PARTIAL : SSE_OK;
-	sse->line.len = 0;
-	sse->data.len = 0;
-	sse->type.len = 0;
+	buf_reset(&sse->line);
+	buf_reset(&sse->data);
+	buf_reset(&sse->type);
 	sse->pending = 0;
 	sse->comment = 0;
 	sse->after_cr = 0;
@@ -394,7 +361,7 @@ sse_finish(struct sse *sse)
 const char *
 sse_last_id(const struct sse *sse)
 {
-	return sse->id.p != NULL ? sse->id.p : "";
+	return buf_str(&sse->id);
 }
 
 long long

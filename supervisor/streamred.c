@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
+
 struct field {
 	char *key;		/* base type + location */
 	json_t *synth;		/* a *.delta event of the field, delta "" */
@@ -25,32 +27,6 @@ struct streamred {
 static const char *const loc_keys[] = {
 	"item_id", "output_index", "content_index", "summary_index"
 };
-
-struct buf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static int
-collect(void *ctx, const char *p, size_t n)
-{
-	struct buf *b = ctx;
-	char *np;
-
-	if (b->len + n + 1 > b->cap) {
-		b->cap = (b->len + n + 1) * 2;
-		np = realloc(b->p, b->cap);
-		if (np == NULL) {
-			b->oom = 1;
-			return -1;
-		}
-		b->p = np;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
-}
 
 struct streamred *
 streamred_new(void)
@@ -196,19 +172,20 @@ static void
 release(struct streamred *s, struct field *f, const struct redact *r,
     streamred_emit_fn *emit, void *ctx)
 {
-	struct buf b = { NULL, 0, 0, 0 };
+	struct buf b;
 	json_t *ev;
 
-	(void)redact_stream_flush(&f->st, collect, &b);
+	buf_init(&b);
+	(void)redact_stream_flush(&f->st, redact_emit_buf, &b);
 	if (b.len > 0 && f->synth != NULL) {
 		ev = json_deep_copy(f->synth);
 		if (ev != NULL && json_object_set_new(ev, "delta",
-		    json_stringn(b.p, b.len)) == 0)
+		    json_stringn(buf_str(&b), b.len)) == 0)
 			emit_json(ev, r, emit, ctx);
 		else
 			json_decref(ev);
 	}
-	free(b.p);
+	buf_clear(&b);
 	field_clear(f);
 	*f = s->f[--s->n];
 }
@@ -229,22 +206,24 @@ on_delta(struct streamred *s, const struct redact *r, json_t *ev,
     const char *type, size_t base, streamred_emit_fn *emit, void *ctx)
 {
 	json_t *d = json_object_get(ev, "delta");
-	struct buf b = { NULL, 0, 0, 0 };
+	struct buf b;
 	struct field *f;
 	char *key = field_key(ev, type, base);
 
+	buf_init(&b);
 	f = key != NULL ? add(s, key, ev, type, base) : NULL;
 	if (f == NULL || redact_stream_feed(r, &f->st, json_string_value(d),
-	    json_string_length(d), collect, &b) < 0) {
-		free(b.p);
+	    json_string_length(d), redact_emit_buf, &b) < 0) {
+		buf_clear(&b);
 		json_decref(ev);	/* no memory: not shown */
 		return;
 	}
 	/* what may begin a secret stays behind: the cut is where a secret
 	 * could start, so valid UTF-8 stays valid ("" if not) */
-	if (json_object_set_new(ev, "delta", json_stringn(b.p, b.len)) < 0)
+	if (json_object_set_new(ev, "delta",
+	    json_stringn(buf_str(&b), b.len)) < 0)
 		(void)json_object_set_new(ev, "delta", json_string(""));
-	free(b.p);
+	buf_clear(&b);
 	emit_json(ev, r, emit, ctx);
 }
 
