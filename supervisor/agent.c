@@ -44,7 +44,7 @@ extern char **environ;
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
 #include "supervisor/said.h"
-#include "supervisor/sig.h"
+#include "supervisor/runstop.h"
 #include "supervisor/tui.h"
 #include "supervisor/view.h"
 
@@ -103,6 +103,7 @@ struct agent {
 	long long recovery_tokens_at;	/* the repair request's count_call */
 	size_t recovery_bytes, recovery_streamed;
 	struct pending *calls;		/* the cells' model calls in flight */
+	struct runstop stops;		/* signals */
 };
 
 /* A call_me from the worker, waiting for its model call (a->calls). */
@@ -1189,18 +1190,7 @@ a_fatal(void *ctx, const char *why)
 	struct agent *a = ctx;
 	char buf[512];
 
-	(void)snprintf(buf, sizeof buf, "the worker cannot be started: %s", why);
-	stop(a, EXIT_WORKER, buf);
-}
-
-static void
-a_signal(int signo, void *ctx)
-{
-	struct agent *a = ctx;
-	int rc = runner_signal(a->runner, signo);
-
-	if (rc >= 0)
-		loop_stop(a->loop, rc);
+	stop(a, EXIT_WORKER, runstop_fatal_why(buf, sizeof buf, why));
 }
 
 static const struct runner_ops agent_runner_ops = {
@@ -1671,7 +1661,7 @@ agent_run(struct agent *a, const char *wpath)
 	a->loop = loop_new();
 	a->red = redact_new_from_environ(environ);
 	if (a->loop == NULL || a->red == NULL ||
-	    sig_setup(a->loop, a_signal, a) < 0)
+	    runstop_setup(&a->stops, a->loop) < 0)
 		fatal("agent: set-up");
 	out_set_redact(a->red);		/* the gate for everything shown */
 	out_attach(a->loop);
@@ -1691,6 +1681,7 @@ agent_run(struct agent *a, const char *wpath)
 	rcfg.red = a->red;
 	rcfg.jail = &a->view.jc;
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
+	a->stops.runner = a->runner;
 	if (a->runner != NULL) {
 		log_info("isolation: %s", runner_isolation(a->runner));
 		(void)record(a, "isolation", json_pack("{s:s, s:s}", "isolation",
