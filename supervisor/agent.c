@@ -15,11 +15,14 @@
  * by a supervisor restart is not the model's failure: it neither counts
  * toward nor resets the consecutive failures (--max-restarts bounds crash
  * loops instead).
+ *
+ * This file owns stopping, the journal records, the successor, the cell
+ * loop and the set-up; agent_int.h names the files that own the rest.
  */
 #include "supervisor/agent.h"
 
 #include <errno.h>
-#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,81 +33,29 @@
 
 extern char **environ;
 
-#include "common/fdio.h"
 #include "common/log.h"
+#include "proto/proto.h"
+#include "supervisor/agent_int.h"
 #include "supervisor/config.h"
 #include "supervisor/hosttools.h"
-#include "supervisor/http.h"
 #include "supervisor/journal.h"
 #include "supervisor/jspan.h"
+#include "supervisor/loop.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
 #include "supervisor/out.h"
 #include "supervisor/price.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
-#include "supervisor/said.h"
 #include "supervisor/runstop.h"
+#include "supervisor/said.h"
 #include "supervisor/tui.h"
 #include "supervisor/view.h"
 
 #define MAX_FAILURES 3
 #define SAID_MAX 300	/* bytes of the model's words in a log line */
-#define RECOVERY_SUMMARY \
-	"Analyze the previous cell's error and generate repair code."
 #define RECOVERY_PREFIX "Repair the failed cell and continue the original " \
 	"task. Existing side effects are not rolled back.\n"
-
-struct agent {
-	struct config cfg;
-	struct view view;
-	const char *task;
-	char *task_kept;	/* the task read back from the journal */
-	struct loop *loop;
-	struct runner *runner;
-	struct model *model;
-	struct hosttools *host;
-	struct redact *red;
-	char *instructions;
-	/* the successor registered for cell succ_for */
-	uint32_t succ_for;
-	int has_succ;
-	char *succ_code, *succ_summary;
-	size_t succ_len;
-	/* a repair request in flight: its successor becomes cell recovery_for */
-	int recovering;
-	uint32_t recovery_for;
-	/* consecutive failures: failed cells and repair requests that gave
-	 * no cell; failed_cells counts only the cells (that ran) */
-	unsigned failures, failed_cells;
-	struct cell *failed;	/* the record the repair is about */
-	struct journal *journal;	/* NULL: not journaled */
-	json_t *records;		/* the journal read back (--resume) */
-	char *stop_reason;
-	int stopping;			/* a stop was decided: stop_rc */
-	int stop_rc;
-	int journal_broken;		/* a write failed: EXIT_JOURNAL */
-	int journal_ended;		/* the stop record is written */
-	json_t *signatures;		/* failure signature -> times seen */
-	unsigned worst_repeat;		/* most times one signature was seen */
-	/* tokens: the journal's (earlier starts), estimates of calls that
-	 * reported no usage, what the model counted at its end, the last
-	 * total journaled */
-	long long tokens_base, tokens_est, tokens_final, tokens_journaled;
-	/* money (USD), when a price is known (priced): the journal's, the
-	 * estimates of calls that reported no usage; usage_final is what the
-	 * model counted at its end */
-	struct price price;
-	int priced;
-	double cost_base, cost_est;
-	struct model_usage usage_final;
-	double run_started;		/* wall clock of the run's first start */
-	char *restart_note;		/* for the next model request (resume) */
-	long long recovery_tokens_at;	/* the repair request's count_call */
-	size_t recovery_bytes, recovery_streamed;
-	struct pending *calls;		/* the cells' model calls in flight */
-	struct runstop stops;		/* signals */
-};
 
 /* A call_me from the worker, waiting for its model call (a->calls). */
 struct pending {
@@ -122,19 +73,13 @@ struct pending {
 	unsigned dropped;	/* stream events the worker had no room for */
 };
 
-static void run_cell(struct agent *a, const char *code, size_t len,
-    const char *summary, int64_t generated_by);
-static void start_recovery(struct agent *a);
-
-static int record(struct agent *a, const char *type, json_t *rec);
-
 /*
  * Every stop goes through here, also those decided before the loop runs
  * (while resuming): agent_run then does not enter the loop. A broken
  * journal wins over any later decision.
  */
-static void
-stop(struct agent *a, int rc, const char *why)
+void
+agent_stop(struct agent *a, int rc, const char *why)
 {
 	if (why != NULL)
 		log_warnx("%s", why);
@@ -148,7 +93,7 @@ stop(struct agent *a, int rc, const char *why)
 }
 
 /* Tokens of the whole run, across restarts. */
-static long long
+long long
 agent_tokens(const struct agent *a)
 {
 	return a->tokens_base + a->tokens_est + (a->model != NULL ?
@@ -170,8 +115,8 @@ agent_cost(const struct agent *a)
 }
 
 /* ", $0.42" for the status lines when a price is known, else "". */
-static const char *
-cost_note(const struct agent *a, char *buf, size_t n)
+const char *
+agent_cost_note(const struct agent *a, char *buf, size_t n)
 {
 	char money[32];
 
@@ -186,8 +131,8 @@ cost_note(const struct agent *a, char *buf, size_t n)
  * Appends one record (consumed) to the journal, if there is one. A step
  * that cannot be recorded must not happen: the run stops.
  */
-static int
-record(struct agent *a, const char *type, json_t *rec)
+int
+agent_record(struct agent *a, const char *type, json_t *rec)
 {
 	char why[512];
 	int rc = 0;
@@ -199,7 +144,7 @@ record(struct agent *a, const char *type, json_t *rec)
 		    "journal %s (%s): the %s step is not recorded, so it must "
 		    "not happen", a->cfg.journal, strerror(errno), type);
 		a->journal_broken = 1;
-		stop(a, EXIT_JOURNAL, why);
+		agent_stop(a, EXIT_JOURNAL, why);
 	}
 	json_decref(rec);
 	return rc;
@@ -218,15 +163,15 @@ cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
  * Journals part of c's record; the history then reads it back from there
  * instead of keeping it in memory.
  */
-static int
-record_cell(struct agent *a, const struct cell *c, int outputs)
+int
+agent_record_cell(struct agent *a, const struct cell *c, int outputs)
 {
 	uint64_t off;
 	size_t len;
 	int rc;
 
-	rc = record(a, outputs ? "output" : "input", cell_record(c, outputs ?
-	    cells_outputs_json : cells_inputs_json));
+	rc = agent_record(a, outputs ? "output" : "input", cell_record(c,
+	    outputs ? cells_outputs_json : cells_inputs_json));
 	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
 		journal_last(a->journal, &off, &len);
 		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,
@@ -237,8 +182,8 @@ record_cell(struct agent *a, const struct cell *c, int outputs)
 
 /* --- the successor ------------------------------------------------------- */
 
-static void
-clear_successor(struct agent *a)
+void
+agent_clear_successor(struct agent *a)
 {
 	free(a->succ_code);
 	free(a->succ_summary);
@@ -258,11 +203,11 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 		return SUBMIT_INACTIVE;
 	if (a->has_succ && a->succ_for == cell)
 		return SUBMIT_ALREADY;
-	clear_successor(a);
+	agent_clear_successor(a);
 	a->succ_code = malloc(len + 1);
 	a->succ_summary = strdup(summary);
 	if (a->succ_code == NULL || a->succ_summary == NULL) {
-		clear_successor(a);
+		agent_clear_successor(a);
 		return SUBMIT_INACTIVE;
 	}
 	memcpy(a->succ_code, code, len);
@@ -271,15 +216,15 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	a->succ_for = cell;
 	a->has_succ = 1;
 	/* keyed by the cell it follows: a repair cell by the failed one */
-	(void)record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
+	(void)agent_record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
 	    "cell", (int)(for_recovery && a->failed != NULL ? a->failed->n :
 	    cell), "code", code, len, "summary", summary, "repair",
 	    for_recovery));
 	return for_recovery ? SUBMIT_REPAIR : SUBMIT_OK;
 }
 
-static struct host_binding
-binding(struct agent *a, uint32_t cell)
+struct host_binding
+agent_binding(struct agent *a, uint32_t cell)
 {
 	struct host_binding b;
 
@@ -289,8 +234,6 @@ binding(struct agent *a, uint32_t cell)
 	b.ctx = a;
 	return b;
 }
-
-/* --- call_me from a cell --------------------------------------------------- */
 
 static int
 same_worker(const struct pending *p)
@@ -362,8 +305,8 @@ note_cancelled(struct cell *c, unsigned n)
 }
 
 /* The worker died or was killed: every call it made ends now. */
-static void
-a_worker_death(void *ctx, struct cell *c)
+void
+agent_worker_death(void *ctx, struct cell *c)
 {
 	struct agent *a = ctx;
 	char why[96];
@@ -390,8 +333,8 @@ a_worker_death(void *ctx, struct cell *c)
  * now (their thread is told), those of a cell that ended normally may
  * finish their round but are not continued (SPEC §3: Cell N has finished).
  */
-static void
-calls_cell_over(struct agent *a, struct cell *c)
+void
+agent_calls_cell_over(struct agent *a, struct cell *c)
 {
 	struct pending *p;
 	char why[96];
@@ -435,8 +378,8 @@ reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
  * call that failed or was cut reports no usage, yet was paid for: its
  * estimate (about 4 bytes a token, sent and streamed) counts instead.
  */
-static void
-count_call(struct agent *a, const char *type, long long tokens_at,
+void
+agent_count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes)
 {
 	long long total, est;
@@ -461,7 +404,7 @@ count_call(struct agent *a, const char *type, long long tokens_at,
 		if (rec != NULL && a->priced)
 			(void)json_object_set_new(rec, "cost",
 			    json_real(agent_cost(a)));
-		(void)record(a, "usage", rec);
+		(void)agent_record(a, "usage", rec);
 	}
 }
 
@@ -469,8 +412,8 @@ count_call(struct agent *a, const char *type, long long tokens_at,
  * The first model request after a resume carries the supervisor's note
  * (what happened to the cell that was running) ahead of its input.
  */
-static void
-add_restart_note(struct agent *a, json_t *params, const char *sep)
+void
+agent_add_restart_note(struct agent *a, json_t *params, const char *sep)
 {
 	json_t *in = json_object_get(params, "input"), *msg;
 	char *text;
@@ -501,7 +444,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	size_t n;
 
 	pending_unlink(p);
-	count_call(a, type, p->tokens_at, p->sent + p->streamed);
+	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
 	} else if (same_worker(p) && p->dropped > 0) {
@@ -594,8 +537,8 @@ call_started(struct pending *p, uint64_t id)
 
 /* The restart note ahead of an input kept as text (see add_restart_note):
  * the new text (malloc'ed, *n), or NULL when there is no note. */
-static char *
-restart_note_raw(struct agent *a, struct jspan in, const char *sep,
+char *
+agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
     size_t *n)
 {
 	char *note = NULL, *head = NULL, *out = NULL;
@@ -705,10 +648,10 @@ a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
 		free(p);
 		return;
 	}
-	noted = restart_note_raw(a, input, "\n\n", &n);
+	noted = agent_restart_note_raw(a, input, "\n\n", &n);
 	if (noted != NULL)
 		input = (struct jspan){ noted, n };
-	b = binding(a, c->n);
+	b = agent_binding(a, c->n);
 	call_begin(a, p, c->n);
 	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
 	    &call_ops, p));
@@ -716,8 +659,8 @@ a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
 	json_decref(rest);
 }
 
-static void
-a_request(void *ctx, struct cell *c, const struct msg_request *q)
+void
+agent_request(void *ctx, struct cell *c, const struct msg_request *q)
 {
 	struct agent *a = ctx;
 	struct pending *p;
@@ -738,18 +681,16 @@ a_request(void *ctx, struct cell *c, const struct msg_request *q)
 		free(p);
 		return;
 	}
-	add_restart_note(a, json_object_get(body, "params"), "\n\n");
-	b = binding(a, c->n);
+	agent_add_restart_note(a, json_object_get(body, "params"), "\n\n");
+	b = agent_binding(a, c->n);
 	call_begin(a, p, c->n);
 	call_started(p, model_call(a->model, json_object_get(body, "params"),
 	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p));
 	json_decref(body);
 }
 
-/* --- showing the run ------------------------------------------------------- */
-
-static void
-a_output(void *ctx, const struct cell *c, int stream, const char *p,
+void
+agent_output(void *ctx, const struct cell *c, int stream, const char *p,
     size_t n)
 {
 	(void)ctx;
@@ -780,8 +721,8 @@ show_line(const char *fmt, ...)
 
 /* -v: the model's summary and code (the task is in cell 0's), redacted,
  * control characters made visible. */
-static void
-show_code(const struct cell *c)
+void
+agent_show_code(const struct cell *c)
 {
 	char *sum = out_clean(c->summary, c->summary != NULL ?
 	    strlen(c->summary) : 0, 0);
@@ -800,8 +741,8 @@ show_code(const struct cell *c)
 	free(code);
 }
 
-static void
-show_result(const struct agent *a, const struct cell *c)
+void
+agent_show_result(const struct agent *a, const struct cell *c)
 {
 	const char *kind = cells_kind_name(c->kind);
 	char cost[48], *tb = NULL, *detail;
@@ -818,29 +759,29 @@ show_result(const struct agent *a, const struct cell *c)
 	    kind != NULL ? " " : "", kind != NULL ? kind : "",
 	    detail != NULL ? ": " : "", detail != NULL ? detail : "",
 	    (double)c->duration_us / 1e6, agent_tokens(a),
-	    cost_note(a, cost, sizeof cost));
+	    agent_cost_note(a, cost, sizeof cost));
 	free(tb);
 	free(detail);
 }
 
 /* --- the loop ------------------------------------------------------------- */
 
-static void
-run_cell(struct agent *a, const char *code, size_t len, const char *summary,
-    int64_t generated_by)
+void
+agent_run_cell(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by)
 {
 	struct cell *c;
 
 	/* code may be the successor itself: record the cell (a copy) first */
 	c = runner_run(a->runner, code, len, summary, NULL, generated_by);
-	clear_successor(a);
+	agent_clear_successor(a);
 	if (c == NULL) {
-		stop(a, EXIT_FAILED, "cannot start the next cell");
+		agent_stop(a, EXIT_FAILED, "cannot start the next cell");
 		return;
 	}
-	(void)record_cell(a, c, 0);
+	(void)agent_record_cell(a, c, 0);
 	if (a->cfg.verbose)
-		show_code(c);
+		agent_show_code(c);
 	notify_status("cell %u: %s", c->n,
 	    c->summary != NULL ? c->summary : "");
 	tui_set_cell(c->n, c->summary);
@@ -858,8 +799,8 @@ mark_no_successor(struct cell *c)
 
 /* Stops the run once the consecutive failures reach MAX_FAILURES, saying
  * how many cells failed and how many repair requests gave no cell. */
-static int
-too_many_failures(struct agent *a, uint32_t last)
+int
+agent_too_many_failures(struct agent *a, uint32_t last)
 {
 	unsigned asked = a->failures - a->failed_cells;
 	char why[192];
@@ -875,27 +816,25 @@ too_many_failures(struct agent *a, uint32_t last)
 		    "repair request%s that gave no cell", a->failures,
 		    a->failed_cells, a->failed_cells == 1 ? "" : "s", last,
 		    asked, asked == 1 ? "" : "s");
-	stop(a, EXIT_FAILED, why);
+	agent_stop(a, EXIT_FAILED, why);
 	return 1;
 }
 
 /* ran: c is a cell that ran and failed, not a repair that gave none. */
-static void
-failed(struct agent *a, struct cell *c, int ran)
+void
+agent_failed(struct agent *a, struct cell *c, int ran)
 {
 	a->failures++;
 	a->failed_cells += ran != 0;
 	a->failed = c;
-	if (!too_many_failures(a, c->n))
-		start_recovery(a);
+	if (!agent_too_many_failures(a, c->n))
+		agent_start_recovery(a);
 }
-
-/* --- hard stops outside the model (SPEC §8) ----------------------------- */
 
 /* What identifies a failure: kind, exception type, the traceback's last
  * line (the message), or the detail. */
-static char *
-failure_signature(const struct cell *c)
+char *
+agent_failure_signature(const struct cell *c)
 {
 	const char *tb = c->traceback, *last = tb, *p;
 	char *sig;
@@ -918,8 +857,8 @@ failure_signature(const struct cell *c)
  * Counts c's failure signature (a restart is not the code's failure);
  * returns how many times it was seen, 0 for a cell that did not fail.
  */
-static json_int_t
-count_failure(struct agent *a, const struct cell *c, const char *sig)
+json_int_t
+agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
 {
 	json_int_t seen;
 
@@ -947,8 +886,8 @@ over_cost(const struct agent *a, char *why, size_t n)
 }
 
 /* Stops the run (1) when a budget is spent after cell c. */
-static int
-over_budget(struct agent *a, const struct cell *c)
+int
+agent_over_budget(struct agent *a, const struct cell *c)
 {
 	char why[512], *sig;
 	json_int_t seen;
@@ -965,8 +904,8 @@ over_budget(struct agent *a, const struct cell *c)
 	else
 		over_cost(a, why, sizeof why);
 	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
-	    (sig = failure_signature(c)) != NULL) {
-		seen = count_failure(a, c, sig);
+	    (sig = agent_failure_signature(c)) != NULL) {
+		seen = agent_count_failure(a, c, sig);
 		if (seen >= (json_int_t)a->cfg.max_same_failure)
 			(void)snprintf(why, sizeof why, "stopping: the same failure "
 			    "happened %lld times (%s)", (long long)seen, sig);
@@ -974,7 +913,7 @@ over_budget(struct agent *a, const struct cell *c)
 	}
 	if (why[0] == '\0')
 		return 0;
-	stop(a, EXIT_BUDGET, why);
+	agent_stop(a, EXIT_BUDGET, why);
 	return 1;
 }
 
@@ -987,7 +926,7 @@ on_run_deadline(struct loop *l, void *ctx)
 	(void)l;
 	(void)snprintf(why, sizeof why, "stopping: the run deadline of %.0f s "
 	    "was reached", a->cfg.deadline);
-	stop(a, EXIT_BUDGET, why);
+	agent_stop(a, EXIT_BUDGET, why);
 }
 
 static void
@@ -998,21 +937,22 @@ a_finished(void *ctx, struct cell *c)
 
 	if (c->status == CELL_OK && !has)
 		mark_no_successor(c);
-	calls_cell_over(a, c);
-	(void)record_cell(a, c, 1);
-	show_result(a, c);
+	agent_calls_cell_over(a, c);
+	(void)agent_record_cell(a, c, 1);
+	agent_show_result(a, c);
 	if (c->status == CELL_EXITED) {
-		stop(a, EXIT_OK, NULL);
+		agent_stop(a, EXIT_OK, NULL);
 	} else if (c->status == CELL_INTERRUPTED) {
-		stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt or "
-		    "SystemExit: stopping");
-	} else if (over_budget(a, c)) {
+		agent_stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt "
+		    "or SystemExit: stopping");
+	} else if (agent_over_budget(a, c)) {
 		return;
 	} else if (c->status == CELL_OK) {
 		a->failures = a->failed_cells = 0;
-		run_cell(a, a->succ_code, a->succ_len, a->succ_summary, c->n);
+		agent_run_cell(a, a->succ_code, a->succ_len, a->succ_summary,
+		    c->n);
 	} else {
-		failed(a, c, 1);
+		agent_failed(a, c, 1);
 	}
 }
 
@@ -1039,19 +979,20 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 
 	(void)resp;
 	a->recovering = 0;
-	count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
+	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
 	    a->recovery_streamed);
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
-	if (over_budget(a, NULL))
+	if (agent_over_budget(a, NULL))
 		return;
 	if (type == NULL && a->has_succ && a->succ_for == a->recovery_for) {
-		run_cell(a, a->succ_code, a->succ_len, RECOVERY_SUMMARY, -1);
+		agent_run_cell(a, a->succ_code, a->succ_len, RECOVERY_SUMMARY,
+		    -1);
 		return;
 	}
 	if (type == NULL)
 		no_repair_cell(a, resp);
-	failed(a, a->failed, 0);
+	agent_failed(a, a->failed, 0);
 }
 
 static void
@@ -1068,8 +1009,8 @@ static const struct model_call_ops recovery_ops = {
 	NULL, recovery_progress, recovery_done
 };
 
-static void
-start_recovery(struct agent *a)
+void
+agent_start_recovery(struct agent *a)
 {
 	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
 	struct host_binding b;
@@ -1083,106 +1024,26 @@ start_recovery(struct agent *a)
 	    NULL;
 	free(text);
 	if (clean == NULL) {
-		stop(a, EXIT_FAILED, "out of memory");
+		agent_stop(a, EXIT_FAILED, "out of memory");
 		return;
 	}
 	params = json_pack("{s:s+}", "input", RECOVERY_PREFIX, clean);
 	free(clean);
 	/* on the first line: the failed cell's record stays the rest */
-	add_restart_note(a, params, " ");
-	clear_successor(a);
+	agent_add_restart_note(a, params, " ");
+	agent_clear_successor(a);
 	a->recovering = 1;
 	a->recovery_tokens_at = model_total_tokens(a->model);
 	a->recovery_bytes = strlen(json_string_value(json_object_get(params,
 	    "input")));
 	a->recovery_streamed = 0;
 	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
-	b = binding(a, a->recovery_for);
+	b = agent_binding(a, a->recovery_for);
 	(void)model_call(a->model, params, 0, &b, &recovery_ops, a);
 	json_decref(params);
 }
 
 /* --- set-up ------------------------------------------------------------------ */
-
-static const char instructions_fmt[] =
-"You are an autonomous agent running inside agentz. You act only by writing "
-"Python: each cell you write runs in one persistent Python namespace (a "
-"separate worker process), and the code of the next cell is what you submit "
-"with the host tool set_next_cell_code from inside the current cell. The "
-"host never chooses actions; you write the loop.\n"
-"\n"
-"Your immutable identity: these instructions, the model (%s), reasoning "
-"effort of at least medium, and the two host tools set_next_cell_code and "
-"get_history_cells. The host enforces them on every request. Everything "
-"else is yours to adjust: the input and context you send, your own tools "
-"for call_me, your code and how you structure the work.\n"
-"\n"
-"The cell protocol:\n"
-"- call_me(input=..., **params) calls you again, like "
-"client.responses.create, and returns a Response (output_text, output, "
-"usage, to_dict()); call_me(..., stream=True) yields events. Tool calls to "
-"host tools are handled for you; any other tool call is handed back so a "
-"cell can run its own tool loop.\n"
-"- set_next_cell_code(code, summary) registers the complete code of the "
-"next cell (summary at most 256 characters). It only registers; exactly "
-"once per cell (a second call raises NextCellAlreadyScheduled in the "
-"cell), and only while the cell runs (later you get 'Cell N has "
-"finished'). A cell that ends without a successor is a failure.\n"
-"- get_history_cells(start, end) returns history[start:end] with Python "
-"slice semantics, the running cell included; with both null only "
-"{total}. In cells: CELL_INPUTS, CELL_OUTPUTS, get_last_error(), "
-"ENGINE_SOURCE, openai_docs, RUNTIME_INFO.\n"
-"- Do not mix host tool calls and your own tool calls in one parallel "
-"batch.\n"
-"\n"
-"Limits: each cell has a wall-clock timeout of %.0f s. At the deadline it "
-"gets KeyboardInterrupt; if it is still running %.0f s later, every "
-"thread's stack is dumped and the whole worker process tree is killed: "
-"the namespace is lost and a fresh worker runs the next cell, so keep "
-"important state in files. Memory is capped at %llu MiB (a MemoryError "
-"you can catch, or a kill reported as memory). A failed cell is followed "
-"by a repair cell you write from its record; three consecutive failures "
-"end the run. Side effects are never rolled back.\n"
-"\n"
-"Work directly: read and write files, use the network, run commands, "
-"install what you need, without waiting for approval. Never print, log or "
-"send secrets such as API keys; printed secrets are redacted anyway.\n"
-"Call quit() only when the user explicitly asks you to stop — not when "
-"the task is done, when you are idle, or when you are waiting for a "
-"reply: then keep going, or wait for input with input().\n";
-
-static char *
-make_instructions(const struct config *c)
-{
-	char *s;
-
-	if (asprintf(&s, instructions_fmt, c->model, c->cell_timeout, c->grace,
-	    (unsigned long long)(c->memory_limit >> 20)) < 0)
-		return NULL;
-	return s;
-}
-
-/* Cell 0, the only code the engine writes. */
-static char *
-first_cell(const char *task)
-{
-	json_t *lit = json_string("");
-	char *text, *code = NULL;
-
-	if (asprintf(&text, "%s\nSubmit the first Python cell.", task) < 0)
-		return NULL;
-	json_decref(lit);
-	lit = json_string(text);
-	free(text);
-	/* A JSON string without \u escapes above U+001F is a Python literal. */
-	text = lit != NULL ? json_dumps(lit, JSON_ENCODE_ANY) : NULL;
-	if (text != NULL && asprintf(&code, "response = call_me(input=%s)\n"
-	    "print(response.output_text)\n", text) < 0)
-		code = NULL;
-	free(text);
-	json_decref(lit);
-	return code;
-}
 
 static void
 a_fatal(void *ctx, const char *why)
@@ -1190,34 +1051,12 @@ a_fatal(void *ctx, const char *why)
 	struct agent *a = ctx;
 	char buf[512];
 
-	stop(a, EXIT_WORKER, runstop_fatal_why(buf, sizeof buf, why));
+	agent_stop(a, EXIT_WORKER, runstop_fatal_why(buf, sizeof buf, why));
 }
 
 static const struct runner_ops agent_runner_ops = {
-	a_output, a_finished, a_request, a_fatal
+	agent_output, a_finished, agent_request, a_fatal
 };
-
-/* A model call waits out an outage (model.h; model.c logs each wait). */
-static void
-on_outage(void *ctx, const struct model_outage *o)
-{
-	struct agent *a = ctx;
-
-	char what[160];
-
-	if (o->over != 0) {
-		tui_set_waiting(NULL);
-		notify_status("%s", o->over > 0 ? "the model answers again" :
-		    "stopped waiting for the model");
-		return;
-	}
-	(void)snprintf(what, sizeof what, "waiting for the model: %s; next "
-	    "try in %.0f s", o->reason, o->next_try_in);
-	tui_set_waiting(what);
-	notify_status("%s", what);
-	(void)record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
-	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));
-}
 
 /*
  * The watchdog's rule of progress (notify.h): a cell is running or
@@ -1233,44 +1072,6 @@ a_alive(void *ctx)
 
 	return runner_busy(a->runner) || model_busy(a->model);
 }
-
-static int
-setup_model(struct agent *a)
-{
-	struct model_config mc;
-	const char *key = getenv("OPENAI_API_KEY");
-
-	if ((key == NULL || *key == '\0') && config_needs_key(a->cfg.base_url)) {
-		log_warnx("OPENAI_API_KEY is not set (in the environment or "
-		    "./.env), and the model is at %s", a->cfg.base_url);
-		return -1;
-	}
-	a->instructions = make_instructions(&a->cfg);
-	a->host = hosttools_new();
-	memset(&mc, 0, sizeof mc);
-	mc.base_url = a->cfg.base_url;
-	mc.api_key = key != NULL && *key != '\0' ? key : NULL;
-	mc.settings.model = a->cfg.model;
-	mc.settings.instructions = a->instructions;
-	mc.settings.service_tier = *a->cfg.service_tier != '\0' ?
-	    a->cfg.service_tier : NULL;
-	mc.settings.max_output_tokens = a->cfg.max_output_tokens;
-	mc.timeout_ms = (long)(a->cfg.request_timeout * 1000.0);
-	mc.max_retries = a->cfg.max_retries > 0 ? a->cfg.max_retries :
-	    HTTP_RETRIES_NONE;
-	mc.max_rounds = 64;
-	mc.outage_patience_ms = a->cfg.outage_patience > 0 ?
-	    (long)(a->cfg.outage_patience * 1000.0) : -1;
-	if (a->instructions == NULL || a->host == NULL)
-		return -1;
-	a->model = model_new(a->loop, &mc, a->host, a->red);
-	if (a->model == NULL)
-		return -1;
-	model_set_outage_observer(a->model, on_outage, a);
-	return 0;
-}
-
-/* --- the journal and resuming --------------------------------------------- */
 
 static json_t *
 find_type(const json_t *records, const char *type, int last)
@@ -1402,14 +1203,14 @@ refuse_resume(struct agent *a)
 		(void)snprintf(why, sizeof why, "stopping: the run was already "
 		    "resumed %zu times (--max-restarts %u): the supervisor is in "
 		    "a crash loop", restarts, a->cfg.max_restarts);
-		stop(a, EXIT_BUDGET, why);
+		agent_stop(a, EXIT_BUDGET, why);
 		return 1;
 	}
 	return 0;
 }
 
-static int
-open_journal(struct agent *a)
+int
+agent_open_journal(struct agent *a)
 {
 	struct stat st;
 	char *err = NULL;
@@ -1445,7 +1246,7 @@ open_journal(struct agent *a)
 		a->cfg.resume = 0;
 	if (a->cfg.resume && refuse_resume(a))
 		return 0;
-	return record(a, a->cfg.resume ? "resume" : "run", json_pack(
+	return agent_record(a, a->cfg.resume ? "resume" : "run", json_pack(
 	    "{s:s, s:s, s:f}", "task", a->task, "model", a->cfg.model, "at",
 	    loop_wall()));
 }
@@ -1493,7 +1294,7 @@ restore_cell(struct agent *a, const json_t *in, const json_t *out)
 		cells_journaled(runner_cells(a->runner), c, 0, a->journal, off,
 		    len);
 	if (out == NULL)	/* it was running when we went down */
-		(void)record_cell(a, c, 1);
+		(void)agent_record_cell(a, c, 1);
 	else if (journal_where(out, &off, &len) == 0)
 		cells_journaled(runner_cells(a->runner), c, 1, a->journal, off,
 		    len);
@@ -1522,8 +1323,8 @@ restore_cells(struct agent *a)
 			continue;	/* not the code's doing: counts neither way */
 		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
 		a->failed_cells = a->failures;
-		if ((sig = failure_signature(c)) != NULL)
-			(void)count_failure(a, c, sig);
+		if ((sig = agent_failure_signature(c)) != NULL)
+			(void)agent_count_failure(a, c, sig);
 		free(sig);
 	}
 	json_decref(in);
@@ -1532,13 +1333,13 @@ restore_cells(struct agent *a)
 }
 
 /* Stops (1) a resumed run whose budget was spent before the restart. */
-static int
-resume_over_budget(struct agent *a)
+int
+agent_resume_over_budget(struct agent *a)
 {
 	char why[192];
 	double ran = loop_wall() - a->run_started;
 
-	if (over_budget(a, NULL))
+	if (agent_over_budget(a, NULL))
 		return 1;
 	if (a->cfg.max_same_failure > 0 &&
 	    a->worst_repeat >= a->cfg.max_same_failure)
@@ -1550,7 +1351,7 @@ resume_over_budget(struct agent *a)
 		    a->cfg.deadline, ran);
 	else
 		return 0;
-	stop(a, EXIT_BUDGET, why);
+	agent_stop(a, EXIT_BUDGET, why);
 	return 1;
 }
 
@@ -1589,23 +1390,24 @@ continue_from(struct agent *a, struct cell *last, const json_t *s)
 	int code_failed = last->status != CELL_OK && last->kind != KIND_RESTART;
 
 	if (s != NULL && !code_failed && !json_is_true(repair)) {
-		run_cell(a, json_string_value(code), json_string_length(code),
+		agent_run_cell(a, json_string_value(code),
+		    json_string_length(code),
 		    json_string_value(json_object_get(s, "summary")),
 		    (int64_t)last->n);
 	} else if (s != NULL && code_failed && !json_is_false(repair)) {
-		run_cell(a, json_string_value(code), json_string_length(code),
-		    RECOVERY_SUMMARY, -1);
-	} else if (too_many_failures(a, last->n)) {
+		agent_run_cell(a, json_string_value(code),
+		    json_string_length(code), RECOVERY_SUMMARY, -1);
+	} else if (agent_too_many_failures(a, last->n)) {
 		return;
 	} else {
 		a->failed = last;	/* already counted by restore_cells */
-		start_recovery(a);
+		agent_start_recovery(a);
 	}
 }
 
 /* Continues a journaled run. -1 when no cell ran yet: start with cell 0. */
-static int
-resume(struct agent *a)
+int
+agent_resume(struct agent *a)
 {
 	json_t *succ = by_cell(a->records, "successor");
 	struct cell *last = restore_cells(a);
@@ -1616,8 +1418,8 @@ resume(struct agent *a)
 	    count_type(a->records, "resume") + 1);
 	if (last != NULL && last->status == CELL_EXITED) {
 		log_info("the run had already ended with quit()");
-		stop(a, EXIT_OK, NULL);
-	} else if (!resume_over_budget(a) && last != NULL) {
+		agent_stop(a, EXIT_OK, NULL);
+	} else if (!agent_resume_over_budget(a) && last != NULL) {
 		(void)snprintf(key, sizeof key, "%u", last->n);
 		set_restart_note(a, last);
 		continue_from(a, last, json_object_get(succ, key));
@@ -1633,15 +1435,15 @@ end_run(struct agent *a, int rc)
 	if (a->journal_broken)
 		rc = EXIT_JOURNAL;
 	if (!a->journal_ended && a->journal != NULL &&
-	    record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
+	    agent_record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
 	    "reason", a->stop_reason, "at", loop_wall())) < 0)
 		rc = EXIT_JOURNAL;
 	a->journal_ended = 1;
 	return rc;
 }
 
-static void
-start_deadline(struct agent *a)
+void
+agent_start_deadline(struct agent *a)
 {
 	double left = a->cfg.deadline - (loop_wall() - a->run_started);
 
@@ -1665,16 +1467,16 @@ agent_run(struct agent *a, const char *wpath)
 		fatal("agent: set-up");
 	out_set_redact(a->red);		/* the gate for everything shown */
 	out_attach(a->loop);
-	if (open_journal(a) < 0)	/* said why */
+	if (agent_open_journal(a) < 0)	/* said why */
 		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
 	if (a->stopping)	/* ended already, or a crash loop */
 		return end_run(a, a->stop_rc);
-	if (setup_model(a) < 0)
+	if (agent_setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
 	notify_set_alive(a_alive, a);
 	a->signatures = json_object();
-	start_deadline(a);
+	agent_start_deadline(a);
 	if (tui_init(a->loop, 1))
 		(void)atexit(tui_end);
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
@@ -1684,28 +1486,29 @@ agent_run(struct agent *a, const char *wpath)
 	a->stops.runner = a->runner;
 	if (a->runner != NULL) {
 		log_info("isolation: %s", runner_isolation(a->runner));
-		(void)record(a, "isolation", json_pack("{s:s, s:s}", "isolation",
-		    runner_isolation(a->runner), "containment",
+		(void)agent_record(a, "isolation", json_pack("{s:s, s:s}",
+		    "isolation", runner_isolation(a->runner), "containment",
 		    runner_containment(a->runner)));
 	}
 	if (a->runner == NULL)
 		return EXIT_WORKER;	/* said why */
-	runner_on_death(a->runner, a_worker_death, a);
+	runner_on_death(a->runner, agent_worker_death, a);
 	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;
 	}
-	rc = a->cfg.resume ? resume(a) : -1;
+	rc = a->cfg.resume ? agent_resume(a) : -1;
 	/* the history reads old cells back from the journal itself */
 	json_decref(a->records);
 	a->records = NULL;
 	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
-		code = first_cell(a->task);
+		code = agent_first_cell(a->task);
 		if (code != NULL)
-			run_cell(a, code, strlen(code),
+			agent_run_cell(a, code, strlen(code),
 			    "Ask the model for the first cell.", -1);
 		else
-			stop(a, EXIT_FAILED, "out of memory writing cell 0");
+			agent_stop(a, EXIT_FAILED, "out of memory writing "
+			    "cell 0");
 		free(code);
 	}
 	/* a stop decided while resuming ends the process: no loop */
@@ -1737,7 +1540,7 @@ agent_free(struct agent *a)
 	out_set_redact(NULL);
 	redact_free(a->red);
 	loop_free(a->loop);
-	clear_successor(a);
+	agent_clear_successor(a);
 	free(a->instructions);
 	journal_close(a->journal);
 	json_decref(a->records);
@@ -1752,8 +1555,8 @@ agent_free(struct agent *a)
  * The price of the run's model: --price, else the built-in table. Without
  * one, --max-cost cannot be kept: refused (-1) before anything starts.
  */
-static int
-set_price(struct agent *a)
+int
+agent_set_price(struct agent *a)
 {
 	if (a->cfg.has_price) {
 		a->price = a->cfg.price;
@@ -1793,7 +1596,7 @@ agent_main(int argc, char **argv)
 		config_clear(&a.cfg);
 		return EXIT_USAGE;
 	}
-	if (set_price(&a) < 0) {
+	if (agent_set_price(&a) < 0) {
 		config_clear(&a.cfg);
 		return EXIT_USAGE;
 	}
