@@ -95,10 +95,6 @@ void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
 char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
     size_t *n);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
-void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
-    size_t n);
-void agent_show_code(const struct cell *c);
-void agent_show_result(const struct agent *a, const struct cell *c);
 void agent_run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 int agent_too_many_failures(struct agent *a, uint32_t last);
@@ -117,5 +113,11 @@ int agent_set_price(struct agent *a);
 /* prompt.c: cell 0 and the model client */
 char *agent_first_cell(const char *task);
 int agent_setup_model(struct agent *a);
+
+/* show.c: what the run shows */
+void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
+    size_t n);
+void agent_show_code(const struct cell *c);
+void agent_show_result(const struct agent *a, const struct cell *c);
 
 #endif
