@@ -81,34 +81,22 @@ struct agent {
 
 /* agent.c: stopping, journal records, the successor, the run loop */
 void agent_stop(struct agent *a, int rc, const char *why);
-long long agent_tokens(const struct agent *a);
-const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
 int agent_record(struct agent *a, const char *type, json_t *rec);
 int agent_record_cell(struct agent *a, const struct cell *c, int outputs);
 void agent_clear_successor(struct agent *a);
 struct host_binding agent_binding(struct agent *a, uint32_t cell);
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
-void agent_count_call(struct agent *a, const char *type, long long tokens_at,
-    size_t bytes);
 void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
 char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
     size_t *n);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
 void agent_run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
-int agent_too_many_failures(struct agent *a, uint32_t last);
 void agent_failed(struct agent *a, struct cell *c, int ran);
-char *agent_failure_signature(const struct cell *c);
-json_int_t agent_count_failure(struct agent *a, const struct cell *c,
-    const char *sig);
-int agent_over_budget(struct agent *a, const struct cell *c);
 void agent_start_recovery(struct agent *a);
 int agent_open_journal(struct agent *a);
-int agent_resume_over_budget(struct agent *a);
 int agent_resume(struct agent *a);
-void agent_start_deadline(struct agent *a);
-int agent_set_price(struct agent *a);
 
 /* prompt.c: cell 0 and the model client */
 char *agent_first_cell(const char *task);
@@ -119,5 +107,19 @@ void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
     size_t n);
 void agent_show_code(const struct cell *c);
 void agent_show_result(const struct agent *a, const struct cell *c);
+
+/* budget.c: budgets, spending and failure counts */
+long long agent_tokens(const struct agent *a);
+const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
+void agent_count_call(struct agent *a, const char *type, long long tokens_at,
+    size_t bytes);
+int agent_too_many_failures(struct agent *a, uint32_t last);
+char *agent_failure_signature(const struct cell *c);
+json_int_t agent_count_failure(struct agent *a, const struct cell *c,
+    const char *sig);
+int agent_over_budget(struct agent *a, const struct cell *c);
+int agent_resume_over_budget(struct agent *a);
+void agent_start_deadline(struct agent *a);
+int agent_set_price(struct agent *a);
 
 #endif
