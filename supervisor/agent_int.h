@@ -87,16 +87,11 @@ void agent_clear_successor(struct agent *a);
 struct host_binding agent_binding(struct agent *a, uint32_t cell);
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
-void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
-char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
-    size_t *n);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
 void agent_run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 void agent_failed(struct agent *a, struct cell *c, int ran);
 void agent_start_recovery(struct agent *a);
-int agent_open_journal(struct agent *a);
-int agent_resume(struct agent *a);
 
 /* prompt.c: cell 0 and the model client */
 char *agent_first_cell(const char *task);
@@ -121,5 +116,12 @@ int agent_over_budget(struct agent *a, const struct cell *c);
 int agent_resume_over_budget(struct agent *a);
 void agent_start_deadline(struct agent *a);
 int agent_set_price(struct agent *a);
+
+/* resume.c: the journal, resuming, the restart note */
+void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
+char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
+    size_t *n);
+int agent_open_journal(struct agent *a);
+int agent_resume(struct agent *a);
 
 #endif
