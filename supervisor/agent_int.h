@@ -85,9 +85,6 @@ int agent_record(struct agent *a, const char *type, json_t *rec);
 int agent_record_cell(struct agent *a, const struct cell *c, int outputs);
 void agent_clear_successor(struct agent *a);
 struct host_binding agent_binding(struct agent *a, uint32_t cell);
-void agent_worker_death(void *ctx, struct cell *c);
-void agent_calls_cell_over(struct agent *a, struct cell *c);
-void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
 void agent_run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 void agent_failed(struct agent *a, struct cell *c, int ran);
@@ -123,5 +120,10 @@ char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
     size_t *n);
 int agent_open_journal(struct agent *a);
 int agent_resume(struct agent *a);
+
+/* agentcall.c: call_me requests in flight */
+void agent_worker_death(void *ctx, struct cell *c);
+void agent_calls_cell_over(struct agent *a, struct cell *c);
+void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
 
 #endif
