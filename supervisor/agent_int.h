@@ -87,8 +87,6 @@ void agent_clear_successor(struct agent *a);
 struct host_binding agent_binding(struct agent *a, uint32_t cell);
 void agent_run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
-void agent_failed(struct agent *a, struct cell *c, int ran);
-void agent_start_recovery(struct agent *a);
 
 /* prompt.c: cell 0 and the model client */
 char *agent_first_cell(const char *task);
@@ -125,5 +123,9 @@ int agent_resume(struct agent *a);
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
+
+/* repair.c: repair requests after a failure */
+void agent_failed(struct agent *a, struct cell *c, int ran);
+void agent_start_recovery(struct agent *a);
 
 #endif
