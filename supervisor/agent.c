@@ -15,125 +15,44 @@
  * by a supervisor restart is not the model's failure: it neither counts
  * toward nor resets the consecutive failures (--max-restarts bounds crash
  * loops instead).
+ *
+ * This file owns stopping, the journal records, the successor, the cell
+ * loop and the set-up; agent_int.h names the files that own the rest.
  */
 #include "supervisor/agent.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 extern char **environ;
 
-#include "common/fdio.h"
 #include "common/log.h"
+#include "supervisor/agent_int.h"
 #include "supervisor/config.h"
 #include "supervisor/hosttools.h"
-#include "supervisor/http.h"
 #include "supervisor/journal.h"
-#include "supervisor/jspan.h"
+#include "supervisor/loop.h"
 #include "supervisor/model.h"
 #include "supervisor/notify.h"
 #include "supervisor/out.h"
-#include "supervisor/price.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
-#include "supervisor/said.h"
-#include "supervisor/sig.h"
+#include "supervisor/runstop.h"
 #include "supervisor/tui.h"
 #include "supervisor/view.h"
-
-#define MAX_FAILURES 3
-#define SAID_MAX 300	/* bytes of the model's words in a log line */
-#define RECOVERY_SUMMARY \
-	"Analyze the previous cell's error and generate repair code."
-#define RECOVERY_PREFIX "Repair the failed cell and continue the original " \
-	"task. Existing side effects are not rolled back.\n"
-
-struct agent {
-	struct config cfg;
-	struct view view;
-	const char *task;
-	char *task_kept;	/* the task read back from the journal */
-	struct loop *loop;
-	struct runner *runner;
-	struct model *model;
-	struct hosttools *host;
-	struct redact *red;
-	char *instructions;
-	/* the successor registered for cell succ_for */
-	uint32_t succ_for;
-	int has_succ;
-	char *succ_code, *succ_summary;
-	size_t succ_len;
-	/* a repair request in flight: its successor becomes cell recovery_for */
-	int recovering;
-	uint32_t recovery_for;
-	/* consecutive failures: failed cells and repair requests that gave
-	 * no cell; failed_cells counts only the cells (that ran) */
-	unsigned failures, failed_cells;
-	struct cell *failed;	/* the record the repair is about */
-	struct journal *journal;	/* NULL: not journaled */
-	json_t *records;		/* the journal read back (--resume) */
-	char *stop_reason;
-	int stopping;			/* a stop was decided: stop_rc */
-	int stop_rc;
-	int journal_broken;		/* a write failed: EXIT_JOURNAL */
-	int journal_ended;		/* the stop record is written */
-	json_t *signatures;		/* failure signature -> times seen */
-	unsigned worst_repeat;		/* most times one signature was seen */
-	/* tokens: the journal's (earlier starts), estimates of calls that
-	 * reported no usage, what the model counted at its end, the last
-	 * total journaled */
-	long long tokens_base, tokens_est, tokens_final, tokens_journaled;
-	/* money (USD), when a price is known (priced): the journal's, the
-	 * estimates of calls that reported no usage; usage_final is what the
-	 * model counted at its end */
-	struct price price;
-	int priced;
-	double cost_base, cost_est;
-	struct model_usage usage_final;
-	double run_started;		/* wall clock of the run's first start */
-	char *restart_note;		/* for the next model request (resume) */
-	long long recovery_tokens_at;	/* the repair request's count_call */
-	size_t recovery_bytes, recovery_streamed;
-	struct pending *calls;		/* the cells' model calls in flight */
-};
-
-/* A call_me from the worker, waiting for its model call (a->calls). */
-struct pending {
-	struct agent *a;
-	struct pending *next;
-	uint64_t req;		/* the worker's request id */
-	unsigned gen;		/* worker generation that asked */
-	long long tokens_at;	/* the model's count when it was sent */
-	size_t sent, streamed;	/* bytes, for the estimate of a cut call */
-	uint64_t call;		/* the model call */
-	uint32_t cell;		/* the cell that asked */
-	int starting;		/* inside model_call: done only marks ended */
-	int ended;
-	int gone;		/* the worker that asked died: no answer */
-	unsigned dropped;	/* stream events the worker had no room for */
-};
-
-static void run_cell(struct agent *a, const char *code, size_t len,
-    const char *summary, int64_t generated_by);
-static void start_recovery(struct agent *a);
-
-static int record(struct agent *a, const char *type, json_t *rec);
 
 /*
  * Every stop goes through here, also those decided before the loop runs
  * (while resuming): agent_run then does not enter the loop. A broken
  * journal wins over any later decision.
  */
-static void
-stop(struct agent *a, int rc, const char *why)
+void
+agent_stop(struct agent *a, int rc, const char *why)
 {
 	if (why != NULL)
 		log_warnx("%s", why);
@@ -146,47 +65,12 @@ stop(struct agent *a, int rc, const char *why)
 	loop_stop(a->loop, rc);
 }
 
-/* Tokens of the whole run, across restarts. */
-static long long
-agent_tokens(const struct agent *a)
-{
-	return a->tokens_base + a->tokens_est + (a->model != NULL ?
-	    model_total_tokens(a->model) : a->tokens_final);
-}
-
-/* USD spent by the whole run, across restarts; 0 without a price. */
-static double
-agent_cost(const struct agent *a)
-{
-	struct model_usage u = a->usage_final;
-
-	if (!a->priced)
-		return 0;
-	if (a->model != NULL)
-		model_usage(a->model, &u);
-	return a->cost_base + a->cost_est + price_cost(&a->price, u.input,
-	    u.cached, u.output);
-}
-
-/* ", $0.42" for the status lines when a price is known, else "". */
-static const char *
-cost_note(const struct agent *a, char *buf, size_t n)
-{
-	char money[32];
-
-	if (!a->priced)
-		return "";
-	(void)snprintf(buf, n, ", %s", price_format(agent_cost(a), money,
-	    sizeof money));
-	return buf;
-}
-
 /*
  * Appends one record (consumed) to the journal, if there is one. A step
  * that cannot be recorded must not happen: the run stops.
  */
-static int
-record(struct agent *a, const char *type, json_t *rec)
+int
+agent_record(struct agent *a, const char *type, json_t *rec)
 {
 	char why[512];
 	int rc = 0;
@@ -198,7 +82,7 @@ record(struct agent *a, const char *type, json_t *rec)
 		    "journal %s (%s): the %s step is not recorded, so it must "
 		    "not happen", a->cfg.journal, strerror(errno), type);
 		a->journal_broken = 1;
-		stop(a, EXIT_JOURNAL, why);
+		agent_stop(a, EXIT_JOURNAL, why);
 	}
 	json_decref(rec);
 	return rc;
@@ -217,15 +101,15 @@ cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
  * Journals part of c's record; the history then reads it back from there
  * instead of keeping it in memory.
  */
-static int
-record_cell(struct agent *a, const struct cell *c, int outputs)
+int
+agent_record_cell(struct agent *a, const struct cell *c, int outputs)
 {
 	uint64_t off;
 	size_t len;
 	int rc;
 
-	rc = record(a, outputs ? "output" : "input", cell_record(c, outputs ?
-	    cells_outputs_json : cells_inputs_json));
+	rc = agent_record(a, outputs ? "output" : "input", cell_record(c,
+	    outputs ? cells_outputs_json : cells_inputs_json));
 	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
 		journal_last(a->journal, &off, &len);
 		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,
@@ -236,8 +120,8 @@ record_cell(struct agent *a, const struct cell *c, int outputs)
 
 /* --- the successor ------------------------------------------------------- */
 
-static void
-clear_successor(struct agent *a)
+void
+agent_clear_successor(struct agent *a)
 {
 	free(a->succ_code);
 	free(a->succ_summary);
@@ -257,11 +141,11 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 		return SUBMIT_INACTIVE;
 	if (a->has_succ && a->succ_for == cell)
 		return SUBMIT_ALREADY;
-	clear_successor(a);
+	agent_clear_successor(a);
 	a->succ_code = malloc(len + 1);
 	a->succ_summary = strdup(summary);
 	if (a->succ_code == NULL || a->succ_summary == NULL) {
-		clear_successor(a);
+		agent_clear_successor(a);
 		return SUBMIT_INACTIVE;
 	}
 	memcpy(a->succ_code, code, len);
@@ -270,15 +154,15 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	a->succ_for = cell;
 	a->has_succ = 1;
 	/* keyed by the cell it follows: a repair cell by the failed one */
-	(void)record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
+	(void)agent_record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
 	    "cell", (int)(for_recovery && a->failed != NULL ? a->failed->n :
 	    cell), "code", code, len, "summary", summary, "repair",
 	    for_recovery));
 	return for_recovery ? SUBMIT_REPAIR : SUBMIT_OK;
 }
 
-static struct host_binding
-binding(struct agent *a, uint32_t cell)
+struct host_binding
+agent_binding(struct agent *a, uint32_t cell)
 {
 	struct host_binding b;
 
@@ -289,557 +173,24 @@ binding(struct agent *a, uint32_t cell)
 	return b;
 }
 
-/* --- call_me from a cell --------------------------------------------------- */
-
-static int
-same_worker(const struct pending *p)
-{
-	return !p->gone &&
-	    worker_generation(runner_worker(p->a->runner)) == p->gen;
-}
-
-static void
-pending_unlink(struct pending *p)
-{
-	struct pending **pp;
-
-	for (pp = &p->a->calls; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			return;
-		}
-}
-
-static struct pending *
-pending_of(const struct agent *a, int all, uint32_t cell)
-{
-	struct pending *p;
-
-	for (p = a->calls; p != NULL; p = p->next)
-		if (all || p->cell == cell)
-			return p;
-	return NULL;
-}
-
-/*
- * Ends the model calls of cell (all: of every cell of the worker) at
- * once, their connections closed; gone: their worker died, nothing to
- * answer. Returns how many of cell's calls were ended.
- */
-static unsigned
-end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
-{
-	struct pending *p;
-	unsigned n = 0;
-
-	while ((p = pending_of(a, all, cell)) != NULL) {
-		n += p->cell == cell;
-		p->gone |= gone;
-		if (model_end(a->model, p->call, why) == 0) {
-			pending_unlink(p);	/* not open: nothing runs */
-			free(p);
-		}
-	}
-	return n;
-}
-
-/* c's record says its model calls were cancelled (n > 0). */
-static void
-note_cancelled(struct cell *c, unsigned n)
-{
-	char *d;
-
-	c->calls_cancelled += n;
-	if (n == 0 || asprintf(&d, "%s%s%u model call%s in flight %s "
-	    "cancelled", c->detail != NULL ? c->detail : "", c->detail != NULL ?
-	    "; " : "", n, n == 1 ? "" : "s", n == 1 ? "was" : "were") < 0)
-		return;
-	cells_set_detail(c, d);
-	free(d);
-	log_warnx("cell %u: %u model call%s in flight cancelled", c->n, n,
-	    n == 1 ? "" : "s");
-}
-
-/* The worker died or was killed: every call it made ends now. */
-static void
-a_worker_death(void *ctx, struct cell *c)
-{
-	struct agent *a = ctx;
-	char why[96];
-	unsigned n;
-
-	if (a->calls == NULL)
-		return;
-	if (c != NULL)
-		(void)snprintf(why, sizeof why, "cell %u was killed: its model "
-		    "call was cancelled", c->n);
-	else
-		(void)snprintf(why, sizeof why, "the worker died: the model "
-		    "call was cancelled");
-	n = end_calls(a, 1, c != NULL ? c->n : 0, 1, why);
-	if (c != NULL)
-		note_cancelled(c, n);
-	else
-		log_warnx("the worker died: the model calls of its threads "
-		    "were cancelled");
-}
-
-/*
- * Cell c ended: its stored host outputs go; a timed-out cell's calls end
- * now (their thread is told), those of a cell that ended normally may
- * finish their round but are not continued (SPEC §3: Cell N has finished).
- */
-static void
-calls_cell_over(struct agent *a, struct cell *c)
-{
-	struct pending *p;
-	char why[96];
-
-	hosttools_cell_over(a->host, c->n);
-	if (c->timeout_stage != NULL) {
-		(void)snprintf(why, sizeof why, "cell %u exceeded its timeout: "
-		    "its model call was cancelled", c->n);
-		note_cancelled(c, end_calls(a, 0, c->n, 0, why));
-		return;
-	}
-	for (p = a->calls; p != NULL; p = p->next)
-		if (p->cell == c->n)
-			(void)model_seal(a->model, p->call);
-}
-
-static void
-call_event(void *ctx, const char *json, size_t len)
-{
-	struct pending *p = ctx;
-
-	if (same_worker(p) && runner_event(p->a->runner, p->req, json,
-	    len) < 0 && errno == ENOBUFS)
-		p->dropped++;
-}
-
-static void
-reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
-{
-	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", msg);
-	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-
-	if (s != NULL)
-		(void)runner_reply(a->runner, req, REPLY_ERROR, s, strlen(s));
-	free(s);
-	json_decref(o);
-}
-
-/*
- * A model call ended: count it, and journal the run's tokens and cost. A
- * call that failed or was cut reports no usage, yet was paid for: its
- * estimate (about 4 bytes a token, sent and streamed) counts instead.
- */
-static void
-count_call(struct agent *a, const char *type, long long tokens_at,
-    size_t bytes)
-{
-	long long total, est;
-	json_t *rec;
-
-	if (type != NULL && a->model != NULL &&
-	    model_total_tokens(a->model) == tokens_at) {
-		est = (long long)(bytes + 3) / 4;
-		a->tokens_est += est;
-		/* which of the estimate was input is unknown: priced all as
-		 * output, the dearest kind (the pessimistic choice) */
-		a->cost_est += price_cost(&a->price, 0, 0, est);
-	}
-	total = agent_tokens(a);
-	tui_set_total(total);
-	if (a->priced)
-		tui_set_cost(agent_cost(a));
-	if (total != a->tokens_journaled) {
-		a->tokens_journaled = total;
-		rec = json_pack("{s:I, s:I}", "tokens", (json_int_t)total,
-		    "estimated", (json_int_t)a->tokens_est);
-		if (rec != NULL && a->priced)
-			(void)json_object_set_new(rec, "cost",
-			    json_real(agent_cost(a)));
-		(void)record(a, "usage", rec);
-	}
-}
-
-/*
- * The first model request after a resume carries the supervisor's note
- * (what happened to the cell that was running) ahead of its input.
- */
-static void
-add_restart_note(struct agent *a, json_t *params, const char *sep)
-{
-	json_t *in = json_object_get(params, "input"), *msg;
-	char *text;
-
-	if (a->restart_note == NULL || !json_is_object(params))
-		return;
-	if (json_is_string(in) && asprintf(&text, "%s%s%s",
-	    a->restart_note, sep, json_string_value(in)) >= 0) {
-		(void)json_object_set_new(params, "input", json_string(text));
-		free(text);
-	} else if (json_is_array(in)) {
-		msg = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
-		    "developer", "content", a->restart_note);
-		(void)json_array_insert_new(in, 0, msg);
-	} else {
-		return;		/* model_call says what is wrong with it */
-	}
-	free(a->restart_note);
-	a->restart_note = NULL;
-}
-
-static void
-call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
-{
-	struct pending *p = ctx;
-	struct agent *a = p->a;
-	char *s, *clean;
-	size_t n;
-
-	pending_unlink(p);
-	count_call(a, type, p->tokens_at, p->sent + p->streamed);
-	if (same_worker(p) && type != NULL) {
-		reply_error(a, p->req, type, msg);
-	} else if (same_worker(p) && p->dropped > 0) {
-		char why[160];
-
-		(void)snprintf(why, sizeof why, "%u stream events were dropped: "
-		    "the cell did not read its stream and the queue to it was "
-		    "full", p->dropped);
-		reply_error(a, p->req, "ModelError", why);
-	} else if (same_worker(p)) {
-		s = json_dumps(resp, JSON_COMPACT);
-		/* no copy when there is no secret to clean */
-		clean = s != NULL && redact_count(a->red) > 0 ?
-		    redact_string(a->red, s, strlen(s), &n) : NULL;
-		if (clean == NULL && s != NULL)
-			n = strlen(s);
-		if (clean != NULL || s != NULL)
-			(void)runner_reply(a->runner, p->req, REPLY_OK,
-			    clean != NULL ? clean : s, n);
-		else
-			reply_error(a, p->req, "ModelError", "out of memory");
-		free(s);
-		free(clean);
-	}
-	if (p->starting)
-		p->ended = 1;	/* a_request frees it */
-	else
-		free(p);
-}
-
-static void
-call_progress(void *ctx, size_t delta_bytes)
-{
-	struct pending *p = ctx;
-
-	if (delta_bytes > p->streamed)
-		p->streamed = delta_bytes;
-	tui_set_streaming(delta_bytes);
-}
-
-static const struct model_call_ops call_ops = {
-	call_event, call_progress, call_done
-};
-
-/*
- * A call_me body up to CALL_TREE_MAX is parsed into a jansson tree; a
- * bigger one (image inputs, long histories: up to the frame limit) keeps
- * its input as text, spliced into the request, because the tree of many
- * small items is ~21x its text. Its other parameters are still parsed,
- * and must together stay within CALL_TREE_MAX.
- */
-#define CALL_TREE_MAX ((size_t)1 << 20)
-
-static struct pending *
-pending_new(struct agent *a, const struct msg_request *q)
-{
-	struct pending *p = calloc(1, sizeof *p);
-
-	if (p == NULL) {
-		reply_error(a, q->id, "ModelError", "out of memory");
-		return NULL;
-	}
-	p->a = a;
-	p->req = q->id;
-	p->gen = worker_generation(runner_worker(a->runner));
-	p->tokens_at = model_total_tokens(a->model);
-	p->sent = q->body.len;
-	return p;
-}
-
-/* p becomes cell's call in flight (a->calls), cancelled with the cell. */
-static void
-call_begin(struct agent *a, struct pending *p, uint32_t cell)
-{
-	p->cell = cell;
-	p->starting = 1;
-	p->next = a->calls;
-	a->calls = p;
-}
-
-/* The model call started as id (0: it already ended, done was called). */
-static void
-call_started(struct pending *p, uint64_t id)
-{
-	p->call = id;
-	p->starting = 0;
-	if (p->ended)
-		free(p);
-}
-
-/* The restart note ahead of an input kept as text (see add_restart_note):
- * the new text (malloc'ed, *n), or NULL when there is no note. */
-static char *
-restart_note_raw(struct agent *a, struct jspan in, const char *sep,
-    size_t *n)
-{
-	char *note = NULL, *head = NULL, *out = NULL;
-	struct jspan_iter it;
-	struct jspan v;
-	json_t *j;
-
-	if (a->restart_note == NULL || asprintf(&note, "%s%s",
-	    a->restart_note, sep) < 0)
-		return NULL;
-	if (jspan_kind(in) == '"')
-		j = json_string(note);
-	else
-		j = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
-		    "developer", "content", a->restart_note);
-	head = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-	json_decref(j);
-	free(note);
-	if (head == NULL)
-		return NULL;
-	if (jspan_kind(in) == '"') {	/* "note + "rest of the string */
-		if (asprintf(&out, "%.*s%.*s", (int)strlen(head) - 1, head,
-		    (int)in.n - 1, in.p + 1) < 0)
-			out = NULL;
-	} else if (jspan_iter_init(&it, in) == '[') {
-		if (asprintf(&out, "[%s%s%.*s", head, jspan_iter_next(&it,
-		    NULL, &v) ? "," : "", (int)in.n - 1, in.p + 1) < 0)
-			out = NULL;
-	}
-	free(head);
-	if (out != NULL) {
-		*n = strlen(out);
-		free(a->restart_note);
-		a->restart_note = NULL;
-	}
-	return out;
-}
-
-/* The parameters other than input, parsed, and input as a span. */
-static json_t *
-split_params(struct jspan params, struct jspan *input, char *err, size_t size)
-{
-	struct jspan_iter it;
-	struct jspan k, v;
-	struct buf rest;
-	json_t *j = NULL;
-
-	*input = (struct jspan){ NULL, 0 };
-	buf_init(&rest);
-	if (jspan_iter_init(&it, params) != '{') {
-		(void)snprintf(err, size, "call_me: the parameters must be "
-		    "keyword arguments");
-		return NULL;
-	}
-	(void)buf_append(&rest, "{", 1);
-	while (jspan_iter_next(&it, &k, &v)) {
-		if (jspan_is(k, "input")) {
-			*input = v;
-			continue;
-		}
-		if ((rest.len > 1 && buf_append(&rest, ",", 1) < 0) ||
-		    buf_append(&rest, k.p - 1, (size_t)(v.p + v.n - k.p + 1)) < 0)
-			break;
-	}
-	if (rest.len + 1 > CALL_TREE_MAX)
-		(void)snprintf(err, size, "call_me: the parameters other than "
-		    "input are %zu bytes, over their %zu-byte cap", rest.len + 1,
-		    CALL_TREE_MAX);
-	else if (buf_append(&rest, "}", 1) == 0)
-		j = json_loadb((const char *)rest.data, rest.len, 0, NULL);
-	buf_clear(&rest);
-	return j;
-}
-
-static void
-a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
-    struct pending *p)
-{
-	struct jspan body = { q->body.ptr, q->body.len }, k, v, params = { 0 };
-	struct jspan input;
-	struct jspan_iter it;
-	struct host_binding b;
-	char err[160] = "call_me: the request body is not valid JSON";
-	char *noted;
-	size_t n = 0;
-	int stream = 0;
-	json_t *rest = NULL;
-
-	if (jspan_valid(body.p, body.n) && jspan_iter_init(&it, body) == '{') {
-		while (jspan_iter_next(&it, &k, &v)) {
-			if (jspan_is(k, "params"))
-				params = v;
-			else if (jspan_is(k, "stream"))
-				stream = jspan_is(v, "true");
-		}
-	}
-	if (params.p != NULL && (rest = split_params(params, &input, err,
-	    sizeof err)) != NULL && jspan_kind(input) != '"' &&
-	    jspan_kind(input) != '[') {
-		(void)snprintf(err, sizeof err, "call_me: input must be a string "
-		    "or a list of items");
-		json_decref(rest);
-		rest = NULL;
-	}
-	if (rest == NULL) {
-		reply_error(a, q->id, "TypeError", err);
-		free(p);
-		return;
-	}
-	noted = restart_note_raw(a, input, "\n\n", &n);
-	if (noted != NULL)
-		input = (struct jspan){ noted, n };
-	b = binding(a, c->n);
-	call_begin(a, p, c->n);
-	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
-	    &call_ops, p));
-	free(noted);
-	json_decref(rest);
-}
-
-static void
-a_request(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	struct agent *a = ctx;
-	struct pending *p;
-	struct host_binding b;
-	json_t *body;
-
-	if ((p = pending_new(a, q)) == NULL)
-		return;
-	if (q->body.len > CALL_TREE_MAX) {
-		a_request_raw(a, c, q, p);
-		return;
-	}
-	body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
-		reply_error(a, q->id, "TypeError", "call_me: the request body "
-		    "is not a JSON object");
-		json_decref(body);
-		free(p);
-		return;
-	}
-	add_restart_note(a, json_object_get(body, "params"), "\n\n");
-	b = binding(a, c->n);
-	call_begin(a, p, c->n);
-	call_started(p, model_call(a->model, json_object_get(body, "params"),
-	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p));
-	json_decref(body);
-}
-
-/* --- showing the run ------------------------------------------------------- */
-
-static void
-a_output(void *ctx, const struct cell *c, int stream, const char *p,
-    size_t n)
-{
-	(void)ctx;
-	(void)c;
-	/* a stalled reader loses only the live copy: the record keeps it */
-	out_cell(stream, p, n);
-}
-
-/* One line to stderr through the gate's queue (never blocks). */
-static void
-show_line(const char *fmt, ...) LOG_PRINTF(1, 2);
-
-static void
-show_line(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, fmt);
-	n = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		out_msg(2, s, (size_t)n);
-	if (n >= 0)
-		free(s);
-}
-
-/* -v: the model's summary and code (the task is in cell 0's), redacted,
- * control characters made visible. */
-static void
-show_code(const struct cell *c)
-{
-	char *sum = out_clean(c->summary, c->summary != NULL ?
-	    strlen(c->summary) : 0, 0);
-	char *code = out_clean(c->code, strlen(c->code), 1);
-	const char *p, *nl;
-	int line = 1;
-
-	show_line("[agentz] cell %u: %s\n", c->n, sum != NULL ? sum : "");
-	for (p = code != NULL ? code : ""; *p != '\0'; ) {
-		nl = strchr(p, '\n');
-		show_line("%4d | %.*s\n", line++,
-		    (int)(nl != NULL ? nl - p : (long)strlen(p)), p);
-		p = nl != NULL ? nl + 1 : p + strlen(p);
-	}
-	free(sum);
-	free(code);
-}
-
-static void
-show_result(const struct agent *a, const struct cell *c)
-{
-	const char *kind = cells_kind_name(c->kind);
-	char cost[48], *tb = NULL, *detail;
-
-	out_cell_end();		/* the cell's terminal filters */
-	if (c->traceback != NULL && (a->cfg.verbose || c->status != CELL_OK))
-		tb = out_clean(c->traceback, strlen(c->traceback), 1);
-	if (tb != NULL)
-		out_msg(2, tb, strlen(tb));
-	detail = c->detail != NULL ? out_clean(c->detail, strlen(c->detail),
-	    0) : NULL;
-	show_line("[agentz] cell %u: %s%s%s%s%s (%.1f s, %lld tokens so "
-	    "far%s)\n", c->n, cells_status_name(c->status),
-	    kind != NULL ? " " : "", kind != NULL ? kind : "",
-	    detail != NULL ? ": " : "", detail != NULL ? detail : "",
-	    (double)c->duration_us / 1e6, agent_tokens(a),
-	    cost_note(a, cost, sizeof cost));
-	free(tb);
-	free(detail);
-}
-
 /* --- the loop ------------------------------------------------------------- */
 
-static void
-run_cell(struct agent *a, const char *code, size_t len, const char *summary,
-    int64_t generated_by)
+void
+agent_run_cell(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by)
 {
 	struct cell *c;
 
 	/* code may be the successor itself: record the cell (a copy) first */
 	c = runner_run(a->runner, code, len, summary, NULL, generated_by);
-	clear_successor(a);
+	agent_clear_successor(a);
 	if (c == NULL) {
-		stop(a, EXIT_FAILED, "cannot start the next cell");
+		agent_stop(a, EXIT_FAILED, "cannot start the next cell");
 		return;
 	}
-	(void)record_cell(a, c, 0);
+	(void)agent_record_cell(a, c, 0);
 	if (a->cfg.verbose)
-		show_code(c);
+		agent_show_code(c);
 	notify_status("cell %u: %s", c->n,
 	    c->summary != NULL ? c->summary : "");
 	tui_set_cell(c->n, c->summary);
@@ -855,140 +206,6 @@ mark_no_successor(struct cell *c)
 	    "with set_next_cell_code");
 }
 
-/* Stops the run once the consecutive failures reach MAX_FAILURES, saying
- * how many cells failed and how many repair requests gave no cell. */
-static int
-too_many_failures(struct agent *a, uint32_t last)
-{
-	unsigned asked = a->failures - a->failed_cells;
-	char why[192];
-
-	if (a->failures < MAX_FAILURES)
-		return 0;
-	if (asked == 0)
-		(void)snprintf(why, sizeof why, "stopping: %u consecutive failed "
-		    "cells (the last is cell %u)", a->failures, last);
-	else
-		(void)snprintf(why, sizeof why, "stopping: %u consecutive "
-		    "failures: %u failed cell%s (the last is cell %u) and %u "
-		    "repair request%s that gave no cell", a->failures,
-		    a->failed_cells, a->failed_cells == 1 ? "" : "s", last,
-		    asked, asked == 1 ? "" : "s");
-	stop(a, EXIT_FAILED, why);
-	return 1;
-}
-
-/* ran: c is a cell that ran and failed, not a repair that gave none. */
-static void
-failed(struct agent *a, struct cell *c, int ran)
-{
-	a->failures++;
-	a->failed_cells += ran != 0;
-	a->failed = c;
-	if (!too_many_failures(a, c->n))
-		start_recovery(a);
-}
-
-/* --- hard stops outside the model (SPEC §8) ----------------------------- */
-
-/* What identifies a failure: kind, exception type, the traceback's last
- * line (the message), or the detail. */
-static char *
-failure_signature(const struct cell *c)
-{
-	const char *tb = c->traceback, *last = tb, *p;
-	char *sig;
-	int n = 0;
-
-	for (p = tb; p != NULL && *p != '\0'; p++)
-		if (*p == '\n' && p[1] != '\0')
-			last = p + 1;
-	if (last != NULL)
-		n = (int)strcspn(last, "\n");
-	if (asprintf(&sig, "%s|%s|%.*s|%s", cells_kind_name(c->kind) ?
-	    cells_kind_name(c->kind) : "", c->exception_type ?
-	    c->exception_type : "", n, last ? last : "", last == NULL &&
-	    c->detail ? c->detail : "") < 0)
-		return NULL;
-	return sig;
-}
-
-/*
- * Counts c's failure signature (a restart is not the code's failure);
- * returns how many times it was seen, 0 for a cell that did not fail.
- */
-static json_int_t
-count_failure(struct agent *a, const struct cell *c, const char *sig)
-{
-	json_int_t seen;
-
-	if (c->status != CELL_ERROR || c->kind == KIND_RESTART)
-		return 0;
-	seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
-	(void)json_object_set_new(a->signatures, sig, json_integer(seen));
-	if (seen > (json_int_t)a->worst_repeat)
-		a->worst_repeat = (unsigned)seen;
-	return seen;
-}
-
-/* Says in why (left alone otherwise) that the cost budget is spent. */
-static void
-over_cost(const struct agent *a, char *why, size_t n)
-{
-	char spent[32], budget[32];
-
-	if (a->cfg.max_cost <= 0 || agent_cost(a) < a->cfg.max_cost)
-		return;
-	(void)snprintf(why, n, "stopping: the model calls cost %s, the cost "
-	    "budget (--max-cost) is %s", price_format(agent_cost(a), spent,
-	    sizeof spent), price_format(a->cfg.max_cost, budget,
-	    sizeof budget));
-}
-
-/* Stops the run (1) when a budget is spent after cell c. */
-static int
-over_budget(struct agent *a, const struct cell *c)
-{
-	char why[512], *sig;
-	json_int_t seen;
-
-	why[0] = '\0';
-	if (a->cfg.max_cells > 0 && runner_cells(a->runner)->n >=
-	    a->cfg.max_cells)
-		(void)snprintf(why, sizeof why, "stopping: the budget of %u "
-		    "cells is spent", a->cfg.max_cells);
-	else if (a->cfg.max_tokens > 0 && agent_tokens(a) >=
-	    a->cfg.max_tokens)
-		(void)snprintf(why, sizeof why, "stopping: %lld tokens used, the "
-		    "budget is %lld", agent_tokens(a), a->cfg.max_tokens);
-	else
-		over_cost(a, why, sizeof why);
-	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
-	    (sig = failure_signature(c)) != NULL) {
-		seen = count_failure(a, c, sig);
-		if (seen >= (json_int_t)a->cfg.max_same_failure)
-			(void)snprintf(why, sizeof why, "stopping: the same failure "
-			    "happened %lld times (%s)", (long long)seen, sig);
-		free(sig);
-	}
-	if (why[0] == '\0')
-		return 0;
-	stop(a, EXIT_BUDGET, why);
-	return 1;
-}
-
-static void
-on_run_deadline(struct loop *l, void *ctx)
-{
-	struct agent *a = ctx;
-	char why[96];
-
-	(void)l;
-	(void)snprintf(why, sizeof why, "stopping: the run deadline of %.0f s "
-	    "was reached", a->cfg.deadline);
-	stop(a, EXIT_BUDGET, why);
-}
-
 static void
 a_finished(void *ctx, struct cell *c)
 {
@@ -997,191 +214,26 @@ a_finished(void *ctx, struct cell *c)
 
 	if (c->status == CELL_OK && !has)
 		mark_no_successor(c);
-	calls_cell_over(a, c);
-	(void)record_cell(a, c, 1);
-	show_result(a, c);
+	agent_calls_cell_over(a, c);
+	(void)agent_record_cell(a, c, 1);
+	agent_show_result(a, c);
 	if (c->status == CELL_EXITED) {
-		stop(a, EXIT_OK, NULL);
+		agent_stop(a, EXIT_OK, NULL);
 	} else if (c->status == CELL_INTERRUPTED) {
-		stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt or "
-		    "SystemExit: stopping");
-	} else if (over_budget(a, c)) {
+		agent_stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt "
+		    "or SystemExit: stopping");
+	} else if (agent_over_budget(a, c)) {
 		return;
 	} else if (c->status == CELL_OK) {
 		a->failures = a->failed_cells = 0;
-		run_cell(a, a->succ_code, a->succ_len, a->succ_summary, c->n);
+		agent_run_cell(a, a->succ_code, a->succ_len, a->succ_summary,
+		    c->n);
 	} else {
-		failed(a, c, 1);
+		agent_failed(a, c, 1);
 	}
-}
-
-/* The repair answer held no cell: say what the model said instead. */
-static void
-no_repair_cell(const struct agent *a, const json_t *resp)
-{
-	char *said = said_text(resp, a->red, SAID_MAX);
-
-	if (said != NULL && *said != '\0')
-		log_warnx("the model did not submit a repair cell; it said: %s",
-		    said);
-	else
-		log_warnx("the model did not submit a repair cell (its answer "
-		    "held no text)");
-	free(said);
-}
-
-static void
-recovery_done(void *ctx, const json_t *resp, const char *type,
-    const char *msg)
-{
-	struct agent *a = ctx;
-
-	(void)resp;
-	a->recovering = 0;
-	count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
-	    a->recovery_streamed);
-	if (type != NULL)
-		log_warnx("repair request failed: %s: %s", type, msg);
-	if (over_budget(a, NULL))
-		return;
-	if (type == NULL && a->has_succ && a->succ_for == a->recovery_for) {
-		run_cell(a, a->succ_code, a->succ_len, RECOVERY_SUMMARY, -1);
-		return;
-	}
-	if (type == NULL)
-		no_repair_cell(a, resp);
-	failed(a, a->failed, 0);
-}
-
-static void
-recovery_progress(void *ctx, size_t delta_bytes)
-{
-	struct agent *a = ctx;
-
-	if (delta_bytes > a->recovery_streamed)
-		a->recovery_streamed = delta_bytes;
-	tui_set_streaming(delta_bytes);
-}
-
-static const struct model_call_ops recovery_ops = {
-	NULL, recovery_progress, recovery_done
-};
-
-static void
-start_recovery(struct agent *a)
-{
-	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
-	struct host_binding b;
-	char *text, *clean;
-	size_t n;
-
-	(void)json_object_update_new(rec, cells_json(a->failed));
-	text = json_dumps(rec, JSON_COMPACT);
-	json_decref(rec);
-	clean = text != NULL ? redact_string(a->red, text, strlen(text), &n) :
-	    NULL;
-	free(text);
-	if (clean == NULL) {
-		stop(a, EXIT_FAILED, "out of memory");
-		return;
-	}
-	params = json_pack("{s:s+}", "input", RECOVERY_PREFIX, clean);
-	free(clean);
-	/* on the first line: the failed cell's record stays the rest */
-	add_restart_note(a, params, " ");
-	clear_successor(a);
-	a->recovering = 1;
-	a->recovery_tokens_at = model_total_tokens(a->model);
-	a->recovery_bytes = strlen(json_string_value(json_object_get(params,
-	    "input")));
-	a->recovery_streamed = 0;
-	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
-	b = binding(a, a->recovery_for);
-	(void)model_call(a->model, params, 0, &b, &recovery_ops, a);
-	json_decref(params);
 }
 
 /* --- set-up ------------------------------------------------------------------ */
-
-static const char instructions_fmt[] =
-"You are an autonomous agent running inside agentz. You act only by writing "
-"Python: each cell you write runs in one persistent Python namespace (a "
-"separate worker process), and the code of the next cell is what you submit "
-"with the host tool set_next_cell_code from inside the current cell. The "
-"host never chooses actions; you write the loop.\n"
-"\n"
-"Your immutable identity: these instructions, the model (%s), reasoning "
-"effort of at least medium, and the two host tools set_next_cell_code and "
-"get_history_cells. The host enforces them on every request. Everything "
-"else is yours to adjust: the input and context you send, your own tools "
-"for call_me, your code and how you structure the work.\n"
-"\n"
-"The cell protocol:\n"
-"- call_me(input=..., **params) calls you again, like "
-"client.responses.create, and returns a Response (output_text, output, "
-"usage, to_dict()); call_me(..., stream=True) yields events. Tool calls to "
-"host tools are handled for you; any other tool call is handed back so a "
-"cell can run its own tool loop.\n"
-"- set_next_cell_code(code, summary) registers the complete code of the "
-"next cell (summary at most 256 characters). It only registers; exactly "
-"once per cell (a second call raises NextCellAlreadyScheduled in the "
-"cell), and only while the cell runs (later you get 'Cell N has "
-"finished'). A cell that ends without a successor is a failure.\n"
-"- get_history_cells(start, end) returns history[start:end] with Python "
-"slice semantics, the running cell included; with both null only "
-"{total}. In cells: CELL_INPUTS, CELL_OUTPUTS, get_last_error(), "
-"ENGINE_SOURCE, openai_docs, RUNTIME_INFO.\n"
-"- Do not mix host tool calls and your own tool calls in one parallel "
-"batch.\n"
-"\n"
-"Limits: each cell has a wall-clock timeout of %.0f s. At the deadline it "
-"gets KeyboardInterrupt; if it is still running %.0f s later, every "
-"thread's stack is dumped and the whole worker process tree is killed: "
-"the namespace is lost and a fresh worker runs the next cell, so keep "
-"important state in files. Memory is capped at %llu MiB (a MemoryError "
-"you can catch, or a kill reported as memory). A failed cell is followed "
-"by a repair cell you write from its record; three consecutive failures "
-"end the run. Side effects are never rolled back.\n"
-"\n"
-"Work directly: read and write files, use the network, run commands, "
-"install what you need, without waiting for approval. Never print, log or "
-"send secrets such as API keys; printed secrets are redacted anyway.\n"
-"Call quit() only when the user explicitly asks you to stop — not when "
-"the task is done, when you are idle, or when you are waiting for a "
-"reply: then keep going, or wait for input with input().\n";
-
-static char *
-make_instructions(const struct config *c)
-{
-	char *s;
-
-	if (asprintf(&s, instructions_fmt, c->model, c->cell_timeout, c->grace,
-	    (unsigned long long)(c->memory_limit >> 20)) < 0)
-		return NULL;
-	return s;
-}
-
-/* Cell 0, the only code the engine writes. */
-static char *
-first_cell(const char *task)
-{
-	json_t *lit = json_string("");
-	char *text, *code = NULL;
-
-	if (asprintf(&text, "%s\nSubmit the first Python cell.", task) < 0)
-		return NULL;
-	json_decref(lit);
-	lit = json_string(text);
-	free(text);
-	/* A JSON string without \u escapes above U+001F is a Python literal. */
-	text = lit != NULL ? json_dumps(lit, JSON_ENCODE_ANY) : NULL;
-	if (text != NULL && asprintf(&code, "response = call_me(input=%s)\n"
-	    "print(response.output_text)\n", text) < 0)
-		code = NULL;
-	free(text);
-	json_decref(lit);
-	return code;
-}
 
 static void
 a_fatal(void *ctx, const char *why)
@@ -1189,45 +241,12 @@ a_fatal(void *ctx, const char *why)
 	struct agent *a = ctx;
 	char buf[512];
 
-	(void)snprintf(buf, sizeof buf, "the worker cannot be started: %s", why);
-	stop(a, EXIT_WORKER, buf);
-}
-
-static void
-a_signal(int signo, void *ctx)
-{
-	struct agent *a = ctx;
-	int rc = runner_signal(a->runner, signo);
-
-	if (rc >= 0)
-		loop_stop(a->loop, rc);
+	agent_stop(a, EXIT_WORKER, runstop_fatal_why(buf, sizeof buf, why));
 }
 
 static const struct runner_ops agent_runner_ops = {
-	a_output, a_finished, a_request, a_fatal
+	agent_output, a_finished, agent_request, a_fatal
 };
-
-/* A model call waits out an outage (model.h; model.c logs each wait). */
-static void
-on_outage(void *ctx, const struct model_outage *o)
-{
-	struct agent *a = ctx;
-
-	char what[160];
-
-	if (o->over != 0) {
-		tui_set_waiting(NULL);
-		notify_status("%s", o->over > 0 ? "the model answers again" :
-		    "stopped waiting for the model");
-		return;
-	}
-	(void)snprintf(what, sizeof what, "waiting for the model: %s; next "
-	    "try in %.0f s", o->reason, o->next_try_in);
-	tui_set_waiting(what);
-	notify_status("%s", what);
-	(void)record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
-	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));
-}
 
 /*
  * The watchdog's rule of progress (notify.h): a cell is running or
@@ -1244,398 +263,6 @@ a_alive(void *ctx)
 	return runner_busy(a->runner) || model_busy(a->model);
 }
 
-static int
-setup_model(struct agent *a)
-{
-	struct model_config mc;
-	const char *key = getenv("OPENAI_API_KEY");
-
-	if ((key == NULL || *key == '\0') && config_needs_key(a->cfg.base_url)) {
-		log_warnx("OPENAI_API_KEY is not set (in the environment or "
-		    "./.env), and the model is at %s", a->cfg.base_url);
-		return -1;
-	}
-	a->instructions = make_instructions(&a->cfg);
-	a->host = hosttools_new();
-	memset(&mc, 0, sizeof mc);
-	mc.base_url = a->cfg.base_url;
-	mc.api_key = key != NULL && *key != '\0' ? key : NULL;
-	mc.settings.model = a->cfg.model;
-	mc.settings.instructions = a->instructions;
-	mc.settings.service_tier = *a->cfg.service_tier != '\0' ?
-	    a->cfg.service_tier : NULL;
-	mc.settings.max_output_tokens = a->cfg.max_output_tokens;
-	mc.timeout_ms = (long)(a->cfg.request_timeout * 1000.0);
-	mc.max_retries = a->cfg.max_retries > 0 ? a->cfg.max_retries :
-	    HTTP_RETRIES_NONE;
-	mc.max_rounds = 64;
-	mc.outage_patience_ms = a->cfg.outage_patience > 0 ?
-	    (long)(a->cfg.outage_patience * 1000.0) : -1;
-	if (a->instructions == NULL || a->host == NULL)
-		return -1;
-	a->model = model_new(a->loop, &mc, a->host, a->red);
-	if (a->model == NULL)
-		return -1;
-	model_set_outage_observer(a->model, on_outage, a);
-	return 0;
-}
-
-/* --- the journal and resuming --------------------------------------------- */
-
-static json_t *
-find_type(const json_t *records, const char *type, int last)
-{
-	json_t *r, *found = NULL;
-	size_t i;
-
-	json_array_foreach(records, i, r) {
-		const char *t = json_string_value(json_object_get(r, "type"));
-
-		if (t != NULL && strcmp(t, type) == 0) {
-			found = r;
-			if (!last)
-				break;
-		}
-	}
-	return found;
-}
-
-static size_t
-count_type(const json_t *records, const char *type)
-{
-	const json_t *r;
-	size_t i, n = 0;
-
-	json_array_foreach(records, i, r)
-		n += strcmp(json_string_value(json_object_get(r, "type")),
-		    type) == 0;
-	return n;
-}
-
-/*
- * The money spent before the restart: the last usage record's. Tokens
- * journaled without a cost (no price was known then) are priced as
- * output, the dearest kind: the pessimistic choice, as for estimates.
- */
-static void
-restore_cost(struct agent *a, const json_t *cost)
-{
-	if (json_is_number(cost) && a->priced) {
-		a->cost_base = json_number_value(cost);
-	} else if (a->priced && a->tokens_base > 0) {
-		a->cost_base = price_cost(&a->price, 0, 0, a->tokens_base);
-		log_warnx("--resume: %lld tokens were journaled without their "
-		    "cost: counted as output tokens", a->tokens_base);
-	} else if (json_is_number(cost)) {
-		log_warnx("--resume: the run's cost so far is not counted: no "
-		    "price is known for the model %s", a->cfg.model);
-	}
-}
-
-/*
- * Reads the journal back (--resume); the task, the run's first start and
- * the tokens spent so far come from it. 1 when it holds no record at all
- * (a torn first line was cut): a new run.
- */
-static int
-load_journal(struct agent *a)
-{
-	const json_t *run, *usage;
-	const char *task;
-	char *err = NULL;
-
-	a->records = journal_load(a->cfg.journal, &err);
-	if (a->records == NULL) {
-		log_warnx("--resume: %s", err != NULL ? err : "out of memory");
-		free(err);
-		return -1;
-	}
-	if (json_array_size(a->records) == 0 && a->task != NULL)
-		return 1;
-	run = find_type(a->records, "run", 0);
-	task = json_string_value(json_object_get(run, "task"));
-	if (task == NULL) {
-		log_warnx("--resume: %s holds no run record", a->cfg.journal);
-		return -1;
-	}
-	if (a->task != NULL && strcmp(a->task, task) != 0) {
-		log_warnx("--resume: the task given differs from the one in %s",
-		    a->cfg.journal);
-		return -1;
-	}
-	if ((a->task_kept = strdup(task)) == NULL)
-		return -1;
-	a->task = a->task_kept;
-	a->run_started = json_number_value(json_object_get(run, "at"));
-	usage = find_type(a->records, "usage", 1);
-	a->tokens_base = json_integer_value(json_object_get(usage, "tokens"));
-	a->tokens_journaled = a->tokens_base;
-	restore_cost(a, json_object_get(usage, "cost"));
-	return 0;
-}
-
-/* The exit codes a run ends with by its own decision (README). */
-static int
-finished_code(json_int_t rc)
-{
-	return rc == EXIT_OK || rc == EXIT_FAILED || rc == EXIT_BUDGET;
-}
-
-/*
- * 1 when the journaled run must not go on (a->stopping says with which
- * code): it ended already (its last record is a stop with a finished
- * code), or it was resumed --max-restarts times (a crash loop).
- */
-static int
-refuse_resume(struct agent *a)
-{
-	const json_t *last = json_array_get(a->records,
-	    json_array_size(a->records) - 1);
-	const char *reason;
-	size_t restarts = count_type(a->records, "resume");
-	json_int_t rc;
-	char why[256];
-
-	rc = json_integer_value(json_object_get(last, "exit"));
-	if (strcmp(json_string_value(json_object_get(last, "type")),
-	    "stop") == 0 && finished_code(rc)) {
-		reason = json_string_value(json_object_get(last, "reason"));
-		log_warnx("--resume: the run in %s has already ended (exit %d: "
-		    "%s); nothing to resume", a->cfg.journal, (int)rc,
-		    reason != NULL ? reason : rc == EXIT_OK ? "quit()" : "?");
-		a->stopping = 1;
-		a->stop_rc = (int)rc;
-		a->journal_ended = 1;	/* it has its stop record */
-		return 1;
-	}
-	if (a->cfg.max_restarts > 0 && restarts >= a->cfg.max_restarts) {
-		(void)snprintf(why, sizeof why, "stopping: the run was already "
-		    "resumed %zu times (--max-restarts %u): the supervisor is in "
-		    "a crash loop", restarts, a->cfg.max_restarts);
-		stop(a, EXIT_BUDGET, why);
-		return 1;
-	}
-	return 0;
-}
-
-static int
-open_journal(struct agent *a)
-{
-	struct stat st;
-	char *err = NULL;
-	int rc = 0;
-
-	a->run_started = loop_wall();
-	if (a->cfg.journal == NULL)
-		return 0;
-	/* nothing to resume yet: a new run (how a unit starts the first time) */
-	if (a->cfg.resume && (stat(a->cfg.journal, &st) < 0 || st.st_size == 0)) {
-		if (a->task == NULL) {
-			log_warnx("--resume: %s holds no run, and no task was given",
-			    a->cfg.journal);
-			return -1;
-		}
-		a->cfg.resume = 0;
-	}
-	if (!a->cfg.resume && stat(a->cfg.journal, &st) == 0 && st.st_size > 0) {
-		log_warnx("the journal %s already holds a run: continue it with "
-		    "--resume, or give another --journal", a->cfg.journal);
-		return -1;
-	}
-	/* locked (and its torn tail cut) before it is read */
-	a->journal = journal_open(a->cfg.journal, a->red, &err);
-	if (a->journal == NULL) {
-		log_warnx("%s", err != NULL ? err : "out of memory");
-		free(err);
-		return -1;
-	}
-	if (a->cfg.resume && (rc = load_journal(a)) < 0)
-		return -1;
-	if (rc > 0)
-		a->cfg.resume = 0;
-	if (a->cfg.resume && refuse_resume(a))
-		return 0;
-	return record(a, a->cfg.resume ? "resume" : "run", json_pack(
-	    "{s:s, s:s, s:f}", "task", a->task, "model", a->cfg.model, "at",
-	    loop_wall()));
-}
-
-/* The journal's records of one type by cell number, as an object. */
-static json_t *
-by_cell(const json_t *records, const char *type)
-{
-	json_t *o = json_object(), *r;
-	char key[24];
-	size_t i;
-
-	json_array_foreach(records, i, r) {
-		const char *t = json_string_value(json_object_get(r, "type"));
-
-		if (t == NULL || strcmp(t, type) != 0)
-			continue;
-		(void)snprintf(key, sizeof key, "%lld", (long long)
-		    json_integer_value(json_object_get(r, "cell")));
-		(void)json_object_set(o, key, r);
-	}
-	return o;
-}
-
-/* A cell back from its journal records (only their places are in memory). */
-static struct cell *
-restore_cell(struct agent *a, const json_t *in, const json_t *out)
-{
-	json_t *i = in != NULL ? journal_full(a->journal, in) : NULL;
-	json_t *o = out != NULL ? journal_full(a->journal, out) : NULL;
-	struct cell *c = NULL;
-	uint64_t off;
-	size_t len;
-
-	if (in != NULL && (i == NULL || (out != NULL && o == NULL)))
-		log_warn("--resume: cannot read cell records back from %s",
-		    a->cfg.journal);
-	else if (i != NULL)
-		c = runner_restore(a->runner, i, o);
-	json_decref(i);
-	json_decref(o);
-	if (c == NULL)
-		return NULL;
-	if (journal_where(in, &off, &len) == 0)
-		cells_journaled(runner_cells(a->runner), c, 0, a->journal, off,
-		    len);
-	if (out == NULL)	/* it was running when we went down */
-		(void)record_cell(a, c, 1);
-	else if (journal_where(out, &off, &len) == 0)
-		cells_journaled(runner_cells(a->runner), c, 1, a->journal, off,
-		    len);
-	return c;
-}
-
-/*
- * Rebuilds the history, the consecutive failures and the failure
- * signatures; returns the last cell, or NULL when none ran.
- */
-static struct cell *
-restore_cells(struct agent *a)
-{
-	json_t *in = by_cell(a->records, "input");
-	json_t *out = by_cell(a->records, "output");
-	struct cell *c = NULL;
-	char key[24], *sig;
-	size_t n;
-
-	for (n = 0;; n++) {
-		(void)snprintf(key, sizeof key, "%zu", n);
-		if ((c = restore_cell(a, json_object_get(in, key),
-		    json_object_get(out, key))) == NULL)
-			break;
-		if (c->kind == KIND_RESTART)
-			continue;	/* not the code's doing: counts neither way */
-		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
-		a->failed_cells = a->failures;
-		if ((sig = failure_signature(c)) != NULL)
-			(void)count_failure(a, c, sig);
-		free(sig);
-	}
-	json_decref(in);
-	json_decref(out);
-	return runner_last(a->runner);
-}
-
-/* Stops (1) a resumed run whose budget was spent before the restart. */
-static int
-resume_over_budget(struct agent *a)
-{
-	char why[192];
-	double ran = loop_wall() - a->run_started;
-
-	if (over_budget(a, NULL))
-		return 1;
-	if (a->cfg.max_same_failure > 0 &&
-	    a->worst_repeat >= a->cfg.max_same_failure)
-		(void)snprintf(why, sizeof why, "stopping: the same failure "
-		    "happened %u times", a->worst_repeat);
-	else if (a->cfg.deadline > 0 && ran >= a->cfg.deadline)
-		(void)snprintf(why, sizeof why, "stopping: the run deadline of "
-		    "%.0f s was reached (the run started %.0f s ago)",
-		    a->cfg.deadline, ran);
-	else
-		return 0;
-	stop(a, EXIT_BUDGET, why);
-	return 1;
-}
-
-/* What the model is told first after a restart. */
-static void
-set_restart_note(struct agent *a, const struct cell *last)
-{
-	int rc;
-
-	if (last->kind == KIND_RESTART)
-		rc = asprintf(&a->restart_note, "[agentz] The supervisor was "
-		    "restarted while cell %u (%s) was running. That cell did not "
-		    "finish: its worker and Python namespace are gone, and its "
-		    "side effects may be partial (files half-written, commands "
-		    "half-done). Check them before relying on them.", last->n,
-		    last->summary != NULL ? last->summary : "no summary");
-	else
-		rc = asprintf(&a->restart_note, "[agentz] The supervisor was "
-		    "restarted after cell %u ended; no cell was interrupted, but "
-		    "the Python namespace is new (earlier variables are gone).",
-		    last->n);
-	if (rc < 0)
-		a->restart_note = NULL;
-}
-
-/*
- * Goes on after the last cell: its successor as the model's cell (also
- * when the restart cut the cell off after it registered one), a repair
- * cell already given, or a new repair request.
- */
-static void
-continue_from(struct agent *a, struct cell *last, const json_t *s)
-{
-	const json_t *code = json_object_get(s, "code");
-	const json_t *repair = json_object_get(s, "repair");
-	int code_failed = last->status != CELL_OK && last->kind != KIND_RESTART;
-
-	if (s != NULL && !code_failed && !json_is_true(repair)) {
-		run_cell(a, json_string_value(code), json_string_length(code),
-		    json_string_value(json_object_get(s, "summary")),
-		    (int64_t)last->n);
-	} else if (s != NULL && code_failed && !json_is_false(repair)) {
-		run_cell(a, json_string_value(code), json_string_length(code),
-		    RECOVERY_SUMMARY, -1);
-	} else if (too_many_failures(a, last->n)) {
-		return;
-	} else {
-		a->failed = last;	/* already counted by restore_cells */
-		start_recovery(a);
-	}
-}
-
-/* Continues a journaled run. -1 when no cell ran yet: start with cell 0. */
-static int
-resume(struct agent *a)
-{
-	json_t *succ = by_cell(a->records, "successor");
-	struct cell *last = restore_cells(a);
-	char key[24];
-
-	log_info("resuming: %zu cells in %s (restart %zu)",
-	    runner_cells(a->runner)->n, a->cfg.journal,
-	    count_type(a->records, "resume") + 1);
-	if (last != NULL && last->status == CELL_EXITED) {
-		log_info("the run had already ended with quit()");
-		stop(a, EXIT_OK, NULL);
-	} else if (!resume_over_budget(a) && last != NULL) {
-		(void)snprintf(key, sizeof key, "%u", last->n);
-		set_restart_note(a, last);
-		continue_from(a, last, json_object_get(succ, key));
-	}
-	json_decref(succ);
-	return last == NULL ? -1 : 0;
-}
-
 /* Writes the stop record (once); the exit status. */
 static int
 end_run(struct agent *a, int rc)
@@ -1643,22 +270,11 @@ end_run(struct agent *a, int rc)
 	if (a->journal_broken)
 		rc = EXIT_JOURNAL;
 	if (!a->journal_ended && a->journal != NULL &&
-	    record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
+	    agent_record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
 	    "reason", a->stop_reason, "at", loop_wall())) < 0)
 		rc = EXIT_JOURNAL;
 	a->journal_ended = 1;
 	return rc;
-}
-
-static void
-start_deadline(struct agent *a)
-{
-	double left = a->cfg.deadline - (loop_wall() - a->run_started);
-
-	/* a resumed run past it is stopped by resume_over_budget */
-	if (a->cfg.deadline > 0 && left > 0)
-		(void)loop_timer(a->loop, (uint64_t)(left * 1000.0),
-		    on_run_deadline, a);
 }
 
 static int
@@ -1671,50 +287,52 @@ agent_run(struct agent *a, const char *wpath)
 	a->loop = loop_new();
 	a->red = redact_new_from_environ(environ);
 	if (a->loop == NULL || a->red == NULL ||
-	    sig_setup(a->loop, a_signal, a) < 0)
+	    runstop_setup(&a->stops, a->loop) < 0)
 		fatal("agent: set-up");
 	out_set_redact(a->red);		/* the gate for everything shown */
 	out_attach(a->loop);
-	if (open_journal(a) < 0)	/* said why */
+	if (agent_open_journal(a) < 0)	/* said why */
 		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
 	if (a->stopping)	/* ended already, or a crash loop */
 		return end_run(a, a->stop_rc);
-	if (setup_model(a) < 0)
+	if (agent_setup_model(a) < 0)
 		return EXIT_USAGE;
 	notify_init(a->loop);
 	notify_set_alive(a_alive, a);
 	a->signatures = json_object();
-	start_deadline(a);
+	agent_start_deadline(a);
 	if (tui_init(a->loop, 1))
 		(void)atexit(tui_end);
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
 	rcfg.red = a->red;
 	rcfg.jail = &a->view.jc;
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
+	a->stops.runner = a->runner;
 	if (a->runner != NULL) {
 		log_info("isolation: %s", runner_isolation(a->runner));
-		(void)record(a, "isolation", json_pack("{s:s, s:s}", "isolation",
-		    runner_isolation(a->runner), "containment",
+		(void)agent_record(a, "isolation", json_pack("{s:s, s:s}",
+		    "isolation", runner_isolation(a->runner), "containment",
 		    runner_containment(a->runner)));
 	}
 	if (a->runner == NULL)
 		return EXIT_WORKER;	/* said why */
-	runner_on_death(a->runner, a_worker_death, a);
+	runner_on_death(a->runner, agent_worker_death, a);
 	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;
 	}
-	rc = a->cfg.resume ? resume(a) : -1;
+	rc = a->cfg.resume ? agent_resume(a) : -1;
 	/* the history reads old cells back from the journal itself */
 	json_decref(a->records);
 	a->records = NULL;
 	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
-		code = first_cell(a->task);
+		code = agent_first_cell(a->task);
 		if (code != NULL)
-			run_cell(a, code, strlen(code),
+			agent_run_cell(a, code, strlen(code),
 			    "Ask the model for the first cell.", -1);
 		else
-			stop(a, EXIT_FAILED, "out of memory writing cell 0");
+			agent_stop(a, EXIT_FAILED, "out of memory writing "
+			    "cell 0");
 		free(code);
 	}
 	/* a stop decided while resuming ends the process: no loop */
@@ -1746,7 +364,7 @@ agent_free(struct agent *a)
 	out_set_redact(NULL);
 	redact_free(a->red);
 	loop_free(a->loop);
-	clear_successor(a);
+	agent_clear_successor(a);
 	free(a->instructions);
 	journal_close(a->journal);
 	json_decref(a->records);
@@ -1755,29 +373,6 @@ agent_free(struct agent *a)
 	free(a->stop_reason);
 	free(a->restart_note);
 	config_clear(&a->cfg);
-}
-
-/*
- * The price of the run's model: --price, else the built-in table. Without
- * one, --max-cost cannot be kept: refused (-1) before anything starts.
- */
-static int
-set_price(struct agent *a)
-{
-	if (a->cfg.has_price) {
-		a->price = a->cfg.price;
-		a->priced = 1;
-	} else {
-		a->priced = price_lookup(a->cfg.model, &a->price) == 0;
-	}
-	if (a->cfg.max_cost > 0 && !a->priced) {
-		(void)fprintf(stderr, "agentz: --max-cost needs the price of the "
-		    "model %s, which is not built in: give it with --price "
-		    "IN,CACHED,OUT (USD per 1M input, cached input and output "
-		    "tokens)\n", a->cfg.model);
-		return -1;
-	}
-	return 0;
 }
 
 int
@@ -1802,7 +397,7 @@ agent_main(int argc, char **argv)
 		config_clear(&a.cfg);
 		return EXIT_USAGE;
 	}
-	if (set_price(&a) < 0) {
+	if (agent_set_price(&a) < 0) {
 		config_clear(&a.cfg);
 		return EXIT_USAGE;
 	}

@@ -25,7 +25,7 @@
 #include "supervisor/out.h"
 #include "supervisor/redact.h"
 #include "supervisor/runner.h"
-#include "supervisor/sig.h"
+#include "supervisor/runstop.h"
 #include "supervisor/view.h"
 
 struct src_cell {
@@ -40,6 +40,7 @@ struct exec_run {
 	struct loop *loop;
 	struct runner *runner;
 	struct redact *red;	/* the same secrets an agent run hides */
+	struct runstop stops;	/* signals */
 	struct src_cell *cells;
 	size_t ncells, next;
 	int failed;
@@ -279,19 +280,10 @@ static void
 x_fatal(void *ctx, const char *why)
 {
 	struct exec_run *x = ctx;
+	char buf[512];
 
-	log_warnx("exec: the worker cannot be started: %s", why);
+	log_warnx("exec: %s", runstop_fatal_why(buf, sizeof buf, why));
 	loop_stop(x->loop, EXIT_WORKER);
-}
-
-static void
-x_signal(int signo, void *ctx)
-{
-	struct exec_run *x = ctx;
-	int rc = runner_signal(x->runner, signo);
-
-	if (rc >= 0)
-		loop_stop(x->loop, rc);
 }
 
 static const struct runner_ops exec_ops = {
@@ -336,12 +328,13 @@ exec_go(struct exec_run *x, const char *wpath)
 	x->loop = loop_new();
 	x->red = redact_new_from_environ(environ);
 	if (x->loop == NULL || x->red == NULL ||
-	    sig_setup(x->loop, x_signal, x) < 0)
+	    runstop_setup(&x->stops, x->loop) < 0)
 		fatal("exec: event loop set-up");
 	rc.red = x->red;
 	out_set_redact(x->red);
 	out_attach(x->loop);
 	x->runner = runner_new(x->loop, &rc, &exec_ops, x);
+	x->stops.runner = x->runner;
 	if (x->runner == NULL)
 		return EXIT_WORKER;	/* said why */
 	log_debug("isolation: %s", runner_isolation(x->runner));
