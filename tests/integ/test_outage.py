@@ -288,7 +288,7 @@ def notify_socket():
 
 
 def test_outage_is_journaled_and_notified(tmp_path):
-    # needs agent.c's outage observer (journal "outage", STATUS)
+    # needs prompt.c's outage observer (journal "outage", STATUS)
     journal = tmp_path / "run.jsonl"
     sock, path = notify_socket()
     msgs = []
