@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "sandbox/seccomp.h"
 #include "supervisor/procstat.h"
 
 #define BACKOFF_FIRST_MS 100
@@ -60,7 +59,7 @@ describe_death(const struct worker_death *d, char *buf, size_t len)
 {
 	if (d->reason != NULL)
 		(void)snprintf(buf, len, "worker killed: %s", d->reason);
-	else if (d->exited && d->code == SANDBOX_EXIT_SECCOMP)
+	else if (d->exited && d->code == WEXIT_SECCOMP)
 		(void)snprintf(buf, len, "the seccomp filter blocked a system "
 		    "call: %.*s", (int)strcspn(d->stack != NULL ? d->stack :
 		    "(unnamed)", "\n"), d->stack != NULL ? d->stack : "(unnamed)");
