@@ -22,7 +22,6 @@
 
 #include "supervisor/history.h"
 #include "supervisor/hostreq.h"
-#include "supervisor/tui.h"
 
 /* RUNTIME_INFO: the run's facts, with the worker's world and its
  * workspace as the worker sees it. */
@@ -44,8 +43,8 @@ runtime_info(const struct runner *r)
 void
 hostserve_input_stop(struct runner *r)
 {
-	if (r->input_id != 0)
-		tui_pause(0);
+	if (r->input_id != 0 && r->cfg.pause_ui != NULL)
+		r->cfg.pause_ui(0);
 	r->input_id = 0;
 	if (r->cfg.input_fd >= 0)
 		loop_unwatch(r->loop, r->cfg.input_fd);
@@ -112,7 +111,8 @@ serve_input(struct runner *r, const struct msg_request *q)
 		if (prompt != NULL && *prompt != '\0')
 			runner_feed_output(r, 1, prompt, strlen(prompt));
 		r->input_id = q->id;
-		tui_pause(1);
+		if (r->cfg.pause_ui != NULL)
+			r->cfg.pause_ui(1);
 		if (!input_try_answer(r) && loop_watch(r->loop,
 		    r->cfg.input_fd, POLLIN, input_event, r) < 0) {
 			runner_reply_error(r, q->id, "EOFError",

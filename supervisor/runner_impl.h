@@ -66,11 +66,6 @@ void runner_flush_output(struct runner *r, struct cell *c);
 void runner_feed_output(struct runner *r, int stream, const char *p,
     size_t n);
 
-/* runner.c: a REPLY_ERROR {"type", "message"} to request id (a reply
- * that cannot be built or sent is dropped: the worker's death follows). */
-void runner_reply_error(struct runner *r, uint64_t id, const char *type,
-    const char *message);
-
 /* hostserve.c: worker_ops.request; ends a waiting input() (the UI goes on). */
 void hostserve_request(struct worker *w, const struct msg_request *q,
     void *ctx);
