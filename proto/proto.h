@@ -66,7 +66,10 @@ enum worker_exit {
 	WEXIT_PROTOCOL = 66,	/* the supervisor sent a malformed frame */
 	WEXIT_PYINIT = 67,	/* CPython failed to initialise */
 	WEXIT_SANDBOX = 68,	/* seccomp or rlimit set-up failed */
-	WEXIT_EXEC = 127	/* execve of agentz-worker failed (child side) */
+	WEXIT_EXEC = 127,	/* execve of agentz-worker failed (child side) */
+	/* stopped by the debug SIGSYS handler (128 + SIGSYS, what a shell
+	 * shows for a real SIGSYS death): a seccomp violation, like SIGSYS */
+	WEXIT_SECCOMP = 159
 };
 
 /*

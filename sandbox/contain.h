@@ -6,7 +6,7 @@
  *  - a cgroup per worker generation: cgroup v2 (memory.max,
  *    memory.swap.max=0, memory.oom.group, pids.max, cgroup.kill) or v1
  *    (memory.limit_in_bytes + memsw, pids.max, freezer for an atomic kill);
- *  - a PID namespace (workers.c clones the worker into one when allowed);
+ *  - a PID namespace (wspawn.c clones the worker into one when allowed);
  *  - the supervisor as child subreaper with a sweep of orphans (always).
  * Functions return -1 with errno and never log (the caller reports).
  */

@@ -37,6 +37,7 @@
 #include <seccomp.h>
 
 #include "sandbox/seccomp.h"
+#include "proto/proto.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -669,7 +670,7 @@ on_sigsys(int sig, siginfo_t *si, void *uctx)
 	if (report_to >= 0)
 		w = write(report_to, buf, n);
 	(void)w;
-	_exit(SANDBOX_EXIT_SECCOMP);
+	_exit(WEXIT_SECCOMP);
 }
 
 int

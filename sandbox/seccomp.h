@@ -31,13 +31,6 @@ enum sandbox_profile { SANDBOX_OFF, SANDBOX_DEFAULT, SANDBOX_STRICT };
 #define SANDBOX_NO_SYSV 0x2u /* deny SysV IPC: no IPC namespace of our own */
 
 /*
- * Exit status of a worker stopped by the debug SIGSYS handler: 128 + SIGSYS,
- * what a shell shows for a real SIGSYS death.  The supervisor classifies
- * this status and a death by SIGSYS alike: seccomp violation.
- */
-#define SANDBOX_EXIT_SECCOMP 159
-
-/*
  * Parses "off", "default" or "strict" into *out.
  * Returns 0, or -1 with errno EINVAL (s NULL or unknown; *out untouched).
  */
@@ -81,7 +74,7 @@ int sandbox_seccomp_apply(enum sandbox_profile p, pid_t supervisor_pid,
  * Installs a SIGSYS handler that writes
  *   "agentz-worker: seccomp blocked syscall NAME (NR)\n"
  * to fd 2 (and to report_fd when >= 0, for the supervisor's record) and
- * _exits with SANDBOX_EXIT_SECCOMP.  Syscall names are resolved
+ * _exits with WEXIT_SECCOMP (proto/proto.h).  Syscall names are resolved
  * here, up front, so the handler itself is async-signal-safe.  Install it
  * before sandbox_seccomp_apply(..., SANDBOX_DEBUG); Python code that sets
  * its own SIGSYS handler replaces it (the call is still not executed).

@@ -5,7 +5,7 @@
  *
  * The cap is checked before anything parses the body; a request over its
  * cap is refused by size alone (the channel reader asks hostreq_cap()
- * from the frame header and never buffers the body: see workers.c), and
+ * from the frame header and never buffers the body: see wchan.c), and
  * so is an unknown method. Every refusal is an error reply to the cell
  * naming what was wrong, never a fault of the supervisor's.
  */

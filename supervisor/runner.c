@@ -1,81 +1,42 @@
 /*
  * runner.c - one cell at a time in a supervised worker (see runner.h).
+ *
+ * Owns: the runner's life (new/free, the run's jail and containment),
+ * handing cells to the worker, the per-cell deadline ladder (interrupt,
+ * grace, stack dump, kill), the redaction of output on its way to the
+ * record and the front end, and finishing the record at DONE.
+ * Host requests the runner serves itself are in hostserve.c, a worker's
+ * death and the respawn in recovery.c; struct runner is in runner_impl.h.
+ *
+ * May include: runner_impl.h, config.h, procstat.h, cells.h, redact.h,
+ * workers.h, sandbox/ (contain, jail), common/log.h, jansson (the error
+ * reply's body).
  */
-#include "supervisor/runner.h"
+#include "supervisor/runner_impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "common/log.h"
 #include "supervisor/config.h"
-#include "sandbox/seccomp.h"
-#include "supervisor/history.h"
-#include "supervisor/hostreq.h"
 #include "supervisor/procstat.h"
-#include "supervisor/tui.h"
 
-#define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS 5000
 #define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL, at most */
 #define DUMP_QUIET_MS 5		/* ... or this long after the dump arrived */
-
-struct runner {
-	struct loop *loop;
-	struct runner_config cfg;
-	struct runner_ops ops;
-	void *ctx;
-	struct worker *w;
-	struct contain *contain;
-	struct jail *jail;
-	struct cells cells;
-	struct cell *current;	/* running in the worker */
-	struct cell *pending;	/* recorded, waiting for a ready worker */
-	unsigned start_failures;
-	uint64_t respawn_timer;
-	/* the running cell's deadline */
-	uint64_t deadline_timer, stage_timer;
-	uint64_t deadline_us, kill_us;
-	uint64_t cpu0_us;	/* the worker's CPU at the last sample */
-	struct procstat ps;	/* the live worker's /proc files */
-	/* a cell whose worker died, finished once a fresh one is ready */
-	struct cell *dead;
-	/* output redaction, per stream, so a secret split across chunks is
-	 * caught; flushed before a record is finished */
-	struct redact_stream rs[2];
-	int rs_stream;		/* the stream being emitted (1 or 2) */
-	/* input() */
-	uint64_t input_id;	/* 0: none waiting */
-	int input_eof;
-	struct buf inbuf;
-	/* told of a worker's death at once (runner_on_death) */
-	void (*death_fn)(void *ctx, struct cell *c);
-	void *death_ctx;
-};
 
 static void w_ready(struct worker *w, void *ctx);
 static void w_output(struct worker *w, int stream, const char *p, size_t n,
     void *ctx);
 static void w_done(struct worker *w, const struct msg_done *d, void *ctx);
-static void w_request(struct worker *w, const struct msg_request *r,
-    void *ctx);
-static void w_death(struct worker *w, const struct worker_death *d,
-    void *ctx);
-
-static void cancel_deadline(struct runner *r);
-static void finish_dead(struct runner *r);
-
 static void w_stack(struct worker *w, void *ctx);
 
 static const struct worker_ops runner_worker_ops = {
-	w_ready, w_output, w_done, w_request, w_death, w_stack
+	w_ready, w_output, w_done, hostserve_request, recovery_death, w_stack
 };
 
 void
@@ -170,7 +131,7 @@ runner_free(struct runner *r)
 	worker_free(r->w);
 	jail_free(r->jail);
 	loop_timer_cancel(r->loop, r->respawn_timer);
-	cancel_deadline(r);
+	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
 	contain_free(r->contain);
 	if (r->cfg.input_fd >= 0)
@@ -258,8 +219,8 @@ runner_signal(struct runner *r, int signo)
 
 static void on_deadline(struct loop *l, void *ctx);
 
-static void
-cancel_deadline(struct runner *r)
+void
+runner_cancel_deadline(struct runner *r)
 {
 	loop_timer_cancel(r->loop, r->deadline_timer);
 	loop_timer_cancel(r->loop, r->stage_timer);
@@ -349,8 +310,8 @@ on_deadline(struct loop *l, void *ctx)
 	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
 }
 
-static void
-timeout_detail(struct runner *r, struct cell *c)
+void
+runner_timeout_detail(struct runner *r, struct cell *c)
 {
 	char d[256];
 	int killed = strcmp(c->timeout_stage, "killed") == 0;
@@ -415,7 +376,7 @@ w_ready(struct worker *w, void *ctx)
 		if (procstat_sample(&r->ps, &kb, &r->cpu0_us) < 0)
 			r->cpu0_us = 0;
 	}
-	finish_dead(r);
+	recovery_finish_dead(r);
 	dispatch_pending(r);
 }
 
@@ -431,12 +392,9 @@ emit_output(void *ctx, const char *p, size_t n)
 	return 0;
 }
 
-static void
-w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
+void
+runner_feed_output(struct runner *r, int stream, const char *p, size_t n)
 {
-	struct runner *r = ctx;
-
-	(void)w;
 	r->rs_stream = stream;
 	if (r->cfg.red == NULL || redact_count(r->cfg.red) == 0)
 		(void)emit_output(r, p, n);
@@ -445,9 +403,16 @@ w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
 		    emit_output, r);
 }
 
-/* The held-back ends of both streams, then the texts of the record. */
 static void
-flush_output(struct runner *r, struct cell *c)
+w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
+{
+	(void)w;
+	runner_feed_output(ctx, stream, p, n);
+}
+
+/* The held-back ends of both streams, then the texts of the record. */
+void
+runner_flush_output(struct runner *r, struct cell *c)
 {
 	char **field[3];
 	size_t i, len;
@@ -475,8 +440,6 @@ flush_output(struct runner *r, struct cell *c)
 	}
 }
 
-static void input_stop(struct runner *r);
-
 static void
 w_done(struct worker *w, const struct msg_done *d, void *ctx)
 {
@@ -485,10 +448,10 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 	long kb;
 	uint64_t cpu;
 
-	input_stop(r);
-	cancel_deadline(r);
+	hostserve_input_stop(r);
+	runner_cancel_deadline(r);
 	cells_finish_done(c, d);
-	flush_output(r, c);
+	runner_flush_output(r, c);
 	r->current = NULL;
 	if (procstat_sample(&r->ps, &kb, &cpu) == 0) {
 		c->maxrss_kb = kb;
@@ -501,30 +464,13 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 		(void)worker_sweep(w);
 		c->deadline_to_ready_ms = (double)(loop_now_us() -
 		    r->deadline_us) / 1000.0;
-		timeout_detail(r, c);
+		runner_timeout_detail(r, c);
 	}
 	r->ops.finished(r->ctx, c);
 }
 
-/* RUNTIME_INFO: the run's facts, with the worker's world and its
- * workspace as the worker sees it. */
-static json_t *
-runtime_info(const struct runner *r)
-{
-	json_t *info = history_runtime_info();
-
-	if (info != NULL) {
-		(void)json_object_set_new(info, "isolation",
-		    json_string(runner_isolation(r)));
-		if (jail_workspace(r->jail) != NULL)
-			(void)json_object_set_new(info, "workspace",
-			    json_string(jail_workspace(r->jail)));
-	}
-	return info;
-}
-
-static void
-reply_error(struct runner *r, uint64_t id, const char *type,
+void
+runner_reply_error(struct runner *r, uint64_t id, const char *type,
     const char *message)
 {
 	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", message);
@@ -534,325 +480,4 @@ reply_error(struct runner *r, uint64_t id, const char *type,
 		(void)worker_reply(r->w, id, REPLY_ERROR, s, strlen(s));
 	free(s);
 	json_decref(o);
-}
-
-static void
-input_stop(struct runner *r)
-{
-	if (r->input_id != 0)
-		tui_pause(0);
-	r->input_id = 0;
-	if (r->cfg.input_fd >= 0)
-		loop_unwatch(r->loop, r->cfg.input_fd);
-}
-
-/* Answers the waiting input() if a whole line (or EOF) is buffered. */
-static int
-input_try_answer(struct runner *r)
-{
-	uint8_t *nl = r->inbuf.len > 0 ? memchr(r->inbuf.data, '\n',
-	    r->inbuf.len) : NULL;
-	size_t n;
-
-	if (nl == NULL && !r->input_eof)
-		return 0;
-	if (nl == NULL && r->inbuf.len == 0) {
-		reply_error(r, r->input_id, "EOFError", "EOF when reading a line");
-	} else {
-		n = nl != NULL ? (size_t)(nl - r->inbuf.data) : r->inbuf.len;
-		(void)worker_reply(r->w, r->input_id, REPLY_OK,
-		    (const char *)r->inbuf.data, n);
-		buf_consume(&r->inbuf, nl != NULL ? n + 1 : n);
-	}
-	input_stop(r);
-	return 1;
-}
-
-static void
-input_event(struct loop *l, int fd, short revents, void *ctx)
-{
-	struct runner *r = ctx;
-	char tmp[4096];
-	ssize_t n;
-
-	(void)l;
-	(void)revents;
-	n = read(fd, tmp, sizeof tmp);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0)
-		r->input_eof = 1;
-	else if (buf_append(&r->inbuf, tmp, (size_t)n) < 0)
-		r->input_eof = 1;
-	(void)input_try_answer(r);
-}
-
-static void
-serve_input(struct runner *r, const struct msg_request *q)
-{
-	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	const char *prompt = json_string_value(json_object_get(body,
-	    "prompt"));
-
-	if (r->input_id != 0) {
-		reply_error(r, q->id, "RuntimeError",
-		    "input() is already waiting in another thread");
-	} else if (r->cfg.input_fd < 0) {
-		reply_error(r, q->id, "EOFError",
-		    "EOF when reading a line (no terminal)");
-	} else {
-		/* what the cell printed before input() comes first */
-		worker_drain_output(r->w);
-		if (prompt != NULL && *prompt != '\0')
-			w_output(r->w, 1, prompt, strlen(prompt), r);
-		r->input_id = q->id;
-		tui_pause(1);
-		if (!input_try_answer(r) && loop_watch(r->loop,
-		    r->cfg.input_fd, POLLIN, input_event, r) < 0) {
-			reply_error(r, q->id, "EOFError", "cannot read input");
-			r->input_id = 0;
-		}
-	}
-	json_decref(body);
-}
-
-/* Replies with j (consumed); redacted like everything cells see. */
-static void
-reply_json(struct runner *r, uint64_t id, json_t *j)
-{
-	char *s = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) :
-	    NULL;
-
-	if (s == NULL)
-		reply_error(r, id, "RuntimeError", "cannot encode the reply");
-	else
-		(void)runner_reply(r, id, REPLY_OK, s, strlen(s));
-	free(s);
-	json_decref(j);
-}
-
-static void
-serve_cells(struct runner *r, const struct msg_request *q)
-{
-	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	const char *type;
-	char *err;
-	json_t *res = history_serve(&r->cells, body, &type, &err);
-
-	json_decref(body);
-	if (res == NULL)
-		reply_error(r, q->id, type, err != NULL ? err :
-		    "cells: out of memory");
-	else
-		reply_json(r, q->id, res);
-	free(err);
-}
-
-static void
-h_input(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	(void)c;
-	serve_input(ctx, q);
-}
-
-static void
-h_cells(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	(void)c;
-	serve_cells(ctx, q);
-}
-
-static void
-h_runtime_info(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	struct runner *r = ctx;
-
-	(void)c;
-	reply_json(r, q->id, runtime_info(r));
-}
-
-/* call_me and whatever else the front end serves. */
-static void
-h_front(void *ctx, struct cell *c, const struct msg_request *q)
-{
-	struct runner *r = ctx;
-
-	r->ops.request(r->ctx, c, q);
-}
-
-static void
-h_error(void *ctx, uint64_t id, const char *type, const char *message)
-{
-	reply_error(ctx, id, type, message);
-}
-
-/* Every host request goes through hostreq's table. */
-static void
-w_request(struct worker *w, const struct msg_request *q, void *ctx)
-{
-	struct runner *r = ctx;
-	struct hostreq_handlers h;
-
-	(void)w;
-	memset(&h, 0, sizeof h);
-	h.fn[HOSTREQ_INPUT] = h_input;
-	h.fn[HOSTREQ_CELLS] = h_cells;
-	h.fn[HOSTREQ_RUNTIME_INFO] = h_runtime_info;
-	h.fn[HOSTREQ_CALL_ME] = h_front;
-	h.ctx[HOSTREQ_INPUT] = h.ctx[HOSTREQ_CELLS] = r;
-	h.ctx[HOSTREQ_RUNTIME_INFO] = h.ctx[HOSTREQ_CALL_ME] = r;
-	h.error = h_error;
-	h.error_ctx = r;
-	h.max_frame = r->cfg.worker.max_frame;
-	/* past its deadline a cell is being stopped: its requests get a
-	 * quick refusal, so a backlog cannot hold up its DONE */
-	hostreq_dispatch(&h, r->current != NULL &&
-	    r->current->timeout_stage == NULL ? r->current : NULL, q);
-}
-
-/* --- death and respawn ----------------------------------------------------- */
-
-static void
-respawn_now(struct loop *l, void *ctx)
-{
-	struct runner *r = ctx;
-
-	(void)l;
-	r->respawn_timer = 0;
-	if (worker_spawn(r->w) < 0) {
-		char why[128];
-
-		(void)snprintf(why, sizeof why, "cannot start %s: %s",
-		    r->cfg.worker.path, strerror(errno));
-		finish_dead(r);
-		r->ops.fatal(r->ctx, why);
-	}
-}
-
-static void
-respawn(struct runner *r, int before_ready)
-{
-	uint64_t ms = 0;
-	unsigned i;
-
-	if (before_ready) {
-		ms = BACKOFF_FIRST_MS;
-		for (i = 1; i < r->start_failures && ms < BACKOFF_MAX_MS; i++)
-			ms *= 2;
-	}
-	r->respawn_timer = loop_timer(r->loop, ms, respawn_now, r);
-}
-
-static void
-describe_death(const struct worker_death *d, char *buf, size_t len)
-{
-	if (d->reason != NULL)
-		(void)snprintf(buf, len, "worker killed: %s", d->reason);
-	else if (d->exited && d->code == SANDBOX_EXIT_SECCOMP)
-		(void)snprintf(buf, len, "the seccomp filter blocked a system "
-		    "call: %.*s", (int)strcspn(d->stack != NULL ? d->stack :
-		    "(unnamed)", "\n"), d->stack != NULL ? d->stack : "(unnamed)");
-	else if (!d->exited && d->signal == SIGSYS)
-		(void)snprintf(buf, len, "worker killed by the seccomp filter "
-		    "(signal %d, SIGSYS)", d->signal);
-	else if (!d->exited)
-		(void)snprintf(buf, len, "worker killed by signal %d (%s)",
-		    d->signal, strsignal(d->signal));
-	else
-		(void)snprintf(buf, len, "worker exited with code %d",
-		    d->code);
-}
-
-/* Kind and detail of a cell whose worker died under it. */
-static enum cell_kind
-classify_death(struct runner *r, struct cell *c, const struct worker_death *d,
-    char *why, size_t len)
-{
-	char how[256];
-
-	if (c->timeout_stage != NULL && d->reason == NULL) {
-		timeout_detail(r, c);
-		(void)snprintf(why, len, "%s", c->detail);
-		return KIND_TIMEOUT;
-	}
-	describe_death(d, how, sizeof how);
-	(void)snprintf(why, len, "%s", how);
-	if (d->cg.oom_kills > 0) {
-		(void)snprintf(why, len, "out of memory: the worker reached its "
-		    "memory ceiling (peak %llu MiB) and was killed; %s",
-		    (unsigned long long)(d->cg.memory_peak >> 20), how);
-		return KIND_MEMORY;
-	}
-	if (d->reason != NULL && strncmp(d->reason, "protocol", 8) == 0)
-		return KIND_PROTOCOL;
-	return KIND_CRASHED;
-}
-
-/* Completes the record of a cell whose worker died (fresh worker ready). */
-static void
-finish_dead(struct runner *r)
-{
-	struct cell *c = r->dead;
-
-	if (c == NULL)
-		return;
-	r->dead = NULL;
-	if (c->timeout_stage != NULL) {
-		c->deadline_to_ready_ms = (double)(loop_now_us() -
-		    r->deadline_us) / 1000.0;
-		c->kill_to_ready_ms = (double)(loop_now_us() - r->kill_us) /
-		    1000.0;
-	}
-	r->ops.finished(r->ctx, c);
-}
-
-static void
-record_death(struct runner *r, struct cell *c, const struct worker_death *d)
-{
-	char why[512];
-	enum cell_kind kind = classify_death(r, c, d, why, sizeof why);
-
-	cells_finish_dead(c, kind, why, d->exited ? d->code : -1,
-	    d->exited ? -1 : d->signal);
-	if (c->timeout_stage != NULL)
-		c->kind = KIND_TIMEOUT;
-	cells_set_usage(c, d->cpu_us > r->cpu0_us ? d->cpu_us - r->cpu0_us : 0,
-	    d->peak_kb);
-	c->memory_peak = d->cg.memory_peak;
-	if (d->stack != NULL)
-		c->stack = strdup(d->stack);
-	flush_output(r, c);
-	r->dead = c;
-}
-
-static void
-w_death(struct worker *w, const struct worker_death *d, void *ctx)
-{
-	struct runner *r = ctx;
-	struct cell *c = r->current;
-	char why[256];
-
-	(void)w;
-	describe_death(d, why, sizeof why);
-	input_stop(r);
-	cancel_deadline(r);
-	procstat_close(&r->ps);
-	if (c != NULL)
-		record_death(r, c, d);
-	r->current = NULL;
-	if (r->death_fn != NULL)
-		r->death_fn(r->death_ctx, c);
-	if (d->before_ready) {
-		r->start_failures++;
-		log_warnx("worker did not start (%s), attempt %u of %u", why,
-		    r->start_failures, r->cfg.max_start_failures);
-		if (r->start_failures >= r->cfg.max_start_failures) {
-			finish_dead(r);
-			r->ops.fatal(r->ctx, why);
-			return;
-		}
-	} else if (c == NULL) {
-		log_warnx("worker died between cells (%s); restarting", why);
-	}
-	respawn(r, d->before_ready);
 }

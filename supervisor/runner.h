@@ -36,6 +36,9 @@ struct runner_config {
 	const struct redact *red;	/* secrets to clean, NULL = none */
 	uint64_t cell_timeout_ms;	/* wall clock per cell, 0 = none */
 	uint64_t grace_ms;		/* interrupt -> stack dump + kill */
+	/* The front end's UI steps aside (1) while input() waits for a
+	 * line on input_fd and comes back (0) after; NULL = no UI. */
+	void (*pause_ui)(int paused);
 };
 
 struct runner_ops {
@@ -87,6 +90,13 @@ void runner_on_death(struct runner *r, void (*fn)(void *ctx,
 /* Answers a request forwarded through ops.request (REPLY_OK/ERROR). */
 int runner_reply(struct runner *r, uint64_t id, uint32_t status,
     const char *body, size_t len);
+/*
+ * Answers request id with REPLY_ERROR and the body {"type", "message"}:
+ * the exception the cell sees. A reply that cannot be built or sent is
+ * dropped (the channel is failing; the worker's death follows).
+ */
+void runner_reply_error(struct runner *r, uint64_t id, const char *type,
+    const char *message);
 /* Streams one EVENT for a request before its REPLY. */
 int runner_event(struct runner *r, uint64_t id, const char *body,
     size_t len);

@@ -23,7 +23,7 @@ import pytest
 
 BUILD = os.environ.get("AGENTZ_BUILD", "/work/main/build")
 TRY = os.path.join(BUILD, "tests", "try_syscall")
-SECCOMP_EXIT = 159  # SANDBOX_EXIT_SECCOMP in sandbox/seccomp.h
+SECCOMP_EXIT = 159  # WEXIT_SECCOMP in proto/proto.h
 
 OK = "0"
 # Whether open_tree_attr (Linux 6.15) exists decides the kernel's answer.
