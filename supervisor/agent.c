@@ -306,6 +306,7 @@ agent_run(struct agent *a, const char *wpath)
 	runner_config_init(&rcfg, &a->cfg, wpath, 0);
 	rcfg.red = a->red;
 	rcfg.jail = &a->view.jc;
+	rcfg.pause_ui = tui_pause;	/* input() owns the terminal meanwhile */
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
 	a->stops.runner = a->runner;
 	if (a->runner != NULL) {

@@ -166,13 +166,7 @@ call_event(void *ctx, const char *json, size_t len)
 static void
 reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
 {
-	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", msg);
-	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-
-	if (s != NULL)
-		(void)runner_reply(a->runner, req, REPLY_ERROR, s, strlen(s));
-	free(s);
-	json_decref(o);
+	runner_reply_error(a->runner, req, type, msg);
 }
 
 static void
