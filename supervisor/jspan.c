@@ -60,6 +60,12 @@ utf8_seq(const unsigned char *p, size_t left)
 	return n;
 }
 
+size_t
+jspan_utf8_len(const char *p, size_t left)
+{
+	return left > 0 ? utf8_seq((const unsigned char *)p, left) : 0;
+}
+
 /* Four hex digits at p (which has them) as a value, or -1. */
 static long
 hex4(const unsigned char *p)

@@ -9,7 +9,9 @@
  * pieces the response delta fast path (delta.h) reads an event with. The
  * one scanner of that grammar in the supervisor: what it accepts,
  * json_loadb(JSON_DECODE_ANY | JSON_ALLOW_NUL) accepts, and the reverse
- * (a differential fuzzer, tests/fuzz/fuzz_jspan.c, checks it). Nothing here allocates but
+ * (a differential fuzzer, tests/fuzz/fuzz_jspan.c, checks it) but for
+ * a raw NUL byte right after a number or literal, which jansson's lexer
+ * skips ("1\0" loads) and this scanner refuses. Nothing here allocates but
  * jspan_unescape() and the check of a real longer than 63 bytes.
  */
 #ifndef AGENTZ_JSPAN_H
@@ -70,6 +72,10 @@ int jspan_string(const char *s, size_t len, size_t *off, int *esc);
  * quotes, valid as jspan_string() found it) is body to out. 0, or -1 with
  * errno ENOMEM (or EINVAL for an invalid body). */
 int jspan_unescape(struct jspan body, struct buf *out);
+
+/* The length of the valid UTF-8 sequence of 2-4 bytes at p (left bytes
+ * there), as jansson checks it; 0 for anything else, ASCII included. */
+size_t jspan_utf8_len(const char *p, size_t left);
 
 /* Is v the string "s" (plain, no escapes)? */
 int jspan_is(struct jspan v, const char *s);

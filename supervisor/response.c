@@ -240,25 +240,33 @@ response_utf8_trim(char *s, size_t len)
 
 /*
  * Make what vsnprintf() (returning n) put in buf safe to print: control
- * characters become spaces (server text ends up on a terminal), and a
- * multi-byte character cut by truncation is dropped. The va_list stays
+ * characters become spaces (server text ends up on a terminal), a
+ * multi-byte character cut by truncation is dropped, and a byte that is
+ * not valid UTF-8 becomes '?' (the message must fit a JSON string). The va_list stays
  * in the function that started it.
  */
 static void
 response_clean(char *buf, size_t size, int n)
 {
+	size_t k;
 	char *s;
 
 	if (n < 0) {
 		buf[0] = '\0';
 		return;
 	}
-	for (s = buf; *s != '\0'; s++) {
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = ' ';
-	}
 	if ((size_t)n >= size)
 		response_utf8_trim(buf, strlen(buf));
+	for (s = buf; *s != '\0'; s += k) {
+		k = 1;
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = ' ';
+		else if ((unsigned char)*s >= 0x80 &&
+		    (k = jspan_utf8_len(s, strlen(s))) == 0) {
+			*s = '?';	/* jansson quotes bad bytes in errors */
+			k = 1;
+		}
+	}
 }
 
 static void __attribute__((format(printf, 3, 4)))

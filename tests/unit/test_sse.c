@@ -816,6 +816,15 @@ test_response_invalid_json(void **state)
 	    "#1: ");
 	response_free(r);
 
+	/* jansson quotes the bad bytes; the message stays valid UTF-8, so
+	 * the result can carry it (found by tests/fuzz/fuzz_jspan.c). */
+	assert_non_null(r = response_new());
+	assert_int_equal(feed(r, "message", "{\"a\":\"\\u0\xd4\x9a" "9\"}"),
+	    -1);
+	assert_non_null(strchr(response_error(r), '?'));
+	assert_non_null(response_result(r));
+	response_free(r);
+
 	assert_non_null(r = response_new());
 	assert_int_equal(feed(r, NULL, "[1]"), -1);
 	assert_string_equal(response_error(r), "event #1 has no \"type\"");
