@@ -63,33 +63,31 @@ delta_string(struct delta_scan *d, struct jspan *body, int *esc)
 }
 
 /* An index: null (recorded in ev->null) or an integer of at most 18
- * digits, which fits a long long as jansson reads it. */
+ * digits, which fits a long long as jansson reads it. Anything else,
+ * reals included, is left to jansson. */
 static int
 delta_index(struct delta_scan *d, struct delta_event *ev, enum delta_field k)
 {
-	size_t start, i;
-	const char *p;
+	const char *p, *end = d->s + d->len, *digits;
 	long long v = 0;
 
 	while (d->off < d->len && delta_space(d->s[d->off]))
 		d->off++;
-	start = d->off;
-	if (jspan_skip_at(d->s, d->len, &d->off, 1) == -1)
-		return -1;
-	p = d->s + start;
-	if (*p == 'n') {
+	p = d->s + d->off;
+	if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
 		ev->null |= 1u << k;
+		d->off += 4;
 		return 0;
 	}
-	i = *p == '-';
-	if (d->off - start - i > 18 || d->off - start == i)
+	digits = p + (p < end && *p == '-');
+	for (p = digits; p < end && *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (*p - '0');
+	if (p == digits || p - digits > 18 || (*digits == '0' && p > digits + 1))
 		return -1;
-	for (; start + i < d->off; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return -1;
-		v = v * 10 + (p[i] - '0');
-	}
-	ev->num[k] = *p == '-' ? -v : v;
+	if (p < end && (*p == '.' || *p == 'e' || *p == 'E'))
+		return -1;
+	ev->num[k] = digits > d->s + d->off ? -v : v;
+	d->off = (size_t)(p - d->s);
 	return 0;
 }
 
@@ -133,8 +131,10 @@ delta_field_named(const char *name, size_t n)
 {
 	int k;
 
+	/* Length and first byte first: most keys are not ours. */
 	for (k = 0; k < DELTA_NFIELDS; k++) {
-		if (delta_names[k].len == n &&
+		if (delta_names[k].len == n && n > 0 &&
+		    delta_names[k].name[0] == name[0] &&
 		    memcmp(delta_names[k].name, name, n) == 0)
 			return (enum delta_field)k;
 	}

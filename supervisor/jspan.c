@@ -345,6 +345,8 @@ scalar(const char *s, size_t len, size_t *i)
 
 	if (s[*i] == '"')
 		return string(s, len, i, &flags);
+	if (s[*i] != 't' && s[*i] != 'f' && s[*i] != 'n')
+		return number(s, len, i);
 	for (k = 0; k < 3; k++) {
 		n = strlen(lit[k]);
 		if (len - *i >= n && memcmp(s + *i, lit[k], n) == 0) {
@@ -352,7 +354,7 @@ scalar(const char *s, size_t len, size_t *i)
 			return 0;
 		}
 	}
-	return number(s, len, i);
+	return -1;
 }
 
 /* After '{' or ',' in an object: a key (no "\u0000" in it, as jansson
