@@ -163,7 +163,7 @@ bench: all
 	$(PY) bench/soak.py $(O)
 
 FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
-	    -fsanitize=fuzzer,address,undefined
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_BIN := build-fuzz/fuzz_proto
 FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse
 FUZZ_JSON_SRC := supervisor/jspan.c supervisor/delta.c supervisor/response.c \

@@ -80,9 +80,12 @@ delta_index(struct delta_scan *d, struct delta_event *ev, enum delta_field k)
 		return 0;
 	}
 	digits = p + (p < end && *p == '-');
-	for (p = digits; p < end && *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (*p - '0');
-	if (p == digits || p - digits > 18 || (*digits == '0' && p > digits + 1))
+	for (p = digits; p < end && *p >= '0' && *p <= '9'; p++) {
+		if (p - digits < 18)	/* more are refused below */
+			v = v * 10 + (*p - '0');
+	}
+	if (p == digits || p - digits > 18 ||
+	    (*digits == '0' && p > digits + 1))
 		return -1;
 	if (p < end && (*p == '.' || *p == 'e' || *p == 'E'))
 		return -1;
