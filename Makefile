@@ -4,7 +4,8 @@
 #   make check      unit + integration tests, then the same with ASan+UBSan
 #   make demo       a real agent run against the bundled test model server
 #   make bench      benchmarks (print figures; never part of check)
-#   make fuzz       libFuzzer on the frame decoder, bounded time
+#   make fuzz       libFuzzer on the frame decoder, the JSON scanner and
+#                   the SSE parser, bounded time
 #   make lint       clang-tidy, cppcheck, header self-containment
 #
 # Variants never mix: O=build (default), SAN=1 -> build-san.
@@ -161,17 +162,42 @@ bench: all
 	$(PY) bench/crash_soak.py $(O)
 	$(PY) bench/soak.py $(O)
 
+FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_BIN := build-fuzz/fuzz_proto
-$(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h common/buf.h
+FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse
+FUZZ_JSON_SRC := supervisor/jspan.c supervisor/delta.c supervisor/response.c \
+	common/buf.c
+$(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
+	common/buf.h
 	@mkdir -p $(@D)
-	clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
-	    -fsanitize=fuzzer,address,undefined $(call pc_cflags,msgpack) \
-	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c $(call pc_libs,msgpack)
+	$(FUZZ_CC) $(call pc_cflags,msgpack) \
+	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c \
+	    $(call pc_libs,msgpack)
 
-fuzz: $(FUZZ_BIN)
-	@mkdir -p build-fuzz/corpus
+# The one JSON scanner (jspan.c, delta.c) against jansson.
+build-fuzz/fuzz_jspan: tests/fuzz/fuzz_jspan.c $(FUZZ_JSON_SRC) \
+	    supervisor/jspan.h supervisor/delta.h supervisor/response.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(call pc_cflags,jansson) -o $@ tests/fuzz/fuzz_jspan.c \
+	    $(FUZZ_JSON_SRC) $(call pc_libs,jansson) -lm
+
+build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/sse.c supervisor/sse.h \
+	    common/buf.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_sse.c supervisor/sse.c common/buf.c
+
+# Each target for FUZZ_SECONDS, its corpus kept in build-fuzz/corpus-*.
+fuzz: $(FUZZ_BINS)
+	@mkdir -p build-fuzz/corpus build-fuzz/corpus-jspan build-fuzz/corpus-sse
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
 	    -max_len=65536 build-fuzz/corpus tests/fuzz/seeds
+	build-fuzz/fuzz_jspan -max_total_time=$(FUZZ_SECONDS) \
+	    -rss_limit_mb=1024 -max_len=16384 build-fuzz/corpus-jspan \
+	    tests/fuzz/seeds-jspan
+	build-fuzz/fuzz_sse -max_total_time=$(FUZZ_SECONDS) \
+	    -rss_limit_mb=1024 -max_len=16384 build-fuzz/corpus-sse \
+	    tests/fuzz/seeds-sse
 
 HDRS := $(wildcard */*.h)
 check-headers:

@@ -26,10 +26,11 @@
  */
 #include "supervisor/response.h"
 
+#include "proto/proto.h"
+#include "supervisor/delta.h"
+
 #include <errno.h>
 #include <jansson.h>
-#include <locale.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,7 +44,6 @@
 #define RESPONSE_CODE_MAX	64
 #define RESPONSE_NAME_MAX	96
 #define RESPONSE_EXCERPT_MAX	200
-#define RESPONSE_SCAN_DEPTH	32		/* fast path nesting */
 
 /* Where a streamed string lands in its item. */
 enum response_place {
@@ -102,12 +102,6 @@ static const struct response_terminal {
 	{ "response.cancelled", RESPONSE_FAILED, "response cancelled" },
 };
 
-struct response_buf {
-	char *p;
-	size_t len;
-	size_t cap;
-};
-
 /* A streamed string, or a part template, for one place of one item. */
 struct response_acc {
 	size_t slot;
@@ -115,7 +109,7 @@ struct response_acc {
 	size_t index;
 	const struct response_text *text;	/* NULL until text arrives */
 	json_t *part;		/* from a *_part event, or NULL */
-	struct response_buf buf;
+	struct buf buf;
 	int have_buf;
 };
 
@@ -156,7 +150,7 @@ struct response_ref {
 /* response_last_event() for an event the fast path took: its data, parsed
  * on demand. Behind a pointer so that the const getter may fill ev. */
 struct response_lazy {
-	struct response_buf data;
+	struct buf data;
 	int pending;		/* data holds the last event */
 	json_t *ev;		/* parsed data, or NULL */
 };
@@ -176,7 +170,7 @@ struct response {
 	json_t *last;		/* last event parsed */
 	json_t *result;		/* response_result() cache */
 	struct response_lazy *lazy;
-	struct response_buf scratch;	/* the fast path's decoded delta */
+	struct buf scratch;	/* the fast path's decoded delta */
 	int fast_off;		/* response_set_fast(r, 0) */
 	size_t nfast;		/* events the fast path took */
 	struct response_usage usage;
@@ -246,25 +240,33 @@ response_utf8_trim(char *s, size_t len)
 
 /*
  * Make what vsnprintf() (returning n) put in buf safe to print: control
- * characters become spaces (server text ends up on a terminal), and a
- * multi-byte character cut by truncation is dropped. The va_list stays
+ * characters become spaces (server text ends up on a terminal), a
+ * multi-byte character cut by truncation is dropped, and a byte that is
+ * not valid UTF-8 becomes '?' (the message must fit a JSON string). The va_list stays
  * in the function that started it.
  */
 static void
 response_clean(char *buf, size_t size, int n)
 {
+	size_t k;
 	char *s;
 
 	if (n < 0) {
 		buf[0] = '\0';
 		return;
 	}
-	for (s = buf; *s != '\0'; s++) {
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = ' ';
-	}
 	if ((size_t)n >= size)
 		response_utf8_trim(buf, strlen(buf));
+	for (s = buf; *s != '\0'; s += k) {
+		k = 1;
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = ' ';
+		else if ((unsigned char)*s >= 0x80 &&
+		    (k = jspan_utf8_len(s, strlen(s))) == 0) {
+			*s = '?';	/* jansson quotes bad bytes in errors */
+			k = 1;
+		}
+	}
 }
 
 static void __attribute__((format(printf, 3, 4)))
@@ -490,42 +492,6 @@ response_read_usage(struct response *r, json_t *u)
 	r->have_usage = 1;
 }
 
-/* --- buffers ----------------------------------------------------------- */
-
-/* Room for len + n bytes; capacity doubles, so appends are amortised
- * O(1) and a long stream of small deltas allocates O(log n) times. */
-static int
-response_buf_reserve(struct response_buf *b, size_t n)
-{
-	size_t cap;
-	char *p;
-
-	if (n < b->cap - b->len)
-		return 0;
-	if (n > SIZE_MAX / 2 - b->len)
-		return -1;
-	cap = b->cap ? b->cap : 64;
-	while (cap <= b->len + n)
-		cap *= 2;
-	if ((p = realloc(b->p, cap)) == NULL)
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-/* Append n bytes (p may be NULL when n is 0). -1 if out of memory. */
-static int
-response_buf_add(struct response_buf *b, const void *p, size_t n)
-{
-	if (response_buf_reserve(b, n) == -1)
-		return -1;
-	if (n > 0)
-		memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
 /* --- output items and accumulators ------------------------------------- */
 
 /* The slot holds an item whose string "id" is id[0..n) (C string
@@ -565,7 +531,7 @@ static void
 response_acc_clear(struct response_acc *a)
 {
 	json_decref(a->part);
-	free(a->buf.p);
+	buf_clear(&a->buf);
 }
 
 /* Forget what was streamed for a slot: a new copy of its item wins. */
@@ -650,7 +616,7 @@ response_acc_append(struct response *r, struct response_acc *a,
 		    RESPONSE_MAX_TEXT);
 		return -1;
 	}
-	if (response_buf_add(&a->buf, p, n) == -1) {
+	if (buf_append(&a->buf, p, n) == -1) {
 		response_protocol(r, "out of memory");
 		return -1;
 	}
@@ -665,7 +631,8 @@ response_acc_set(const struct response_acc *a, json_t *obj)
 	if (!a->have_buf || a->text == NULL)
 		return 0;
 	return json_object_set_new(obj, a->text->field,
-	    json_stringn(a->buf.p != NULL ? a->buf.p : "", a->buf.len));
+	    json_stringn(a->buf.data != NULL ? (const char *)a->buf.data :
+	    "", a->buf.len));
 }
 
 /* The part to fill: the template, else the item's own, else a new one. */
@@ -1041,585 +1008,16 @@ response_is_filler(const char *data, size_t len)
 	return len == 0 || (len == 6 && memcmp(data, "[DONE]", 6) == 0);
 }
 
-/* --- fast path: a scanner for jansson's grammar ----------------------- */
+/* --- fast path: streamed-string events without a tree ------------------ */
 
 /*
- * Most of a long stream is *.delta events of a few bytes each, and the
- * few other events of a long answer repeat its whole text. jansson's
- * parser reads a byte at a time through a callback and allocates per
- * value, so both cost far more than the bytes warrant. The scanner below
- * reads exactly the grammar json_loadb(JSON_ALLOW_NUL) accepts (RFC 8259,
- * strictly valid UTF-8, "\u0000" allowed in values, no NUL in keys),
- * restricted further wherever a case is rare: it gives up ("falls back",
- * returns -1) on escapes in keys, integers of more than 18 digits, reals
- * when the locale's decimal point is not '.', nesting deeper than
- * RESPONSE_SCAN_DEPTH, and, for the fields the fast path reads, on a
- * repeated field or an unexpected type. Whenever it succeeds, json_loadb()
- * would have succeeded with the same values; whenever it gives up, the
- * event goes through json_loadb() as if there were no fast path, which
- * also produces the error message for invalid JSON.
- *
- * Two uses: a streamed-string event (*.delta, and the *.done events of
- * response_texts) is read without building anything, the string decoded
- * only if it has escapes; any other event is built into the same json_t
- * tree json_loadb() would build, with the same jansson calls.
+ * Most of a long stream is *.delta events of a few bytes each; delta.h
+ * reads them (and the *.done events of response_texts) in place, the
+ * string decoded only if it has escapes. Whenever it gives up the event
+ * goes through json_loadb() as if there were no fast path, which also
+ * produces the error message for invalid JSON. The few other events go
+ * to jansson directly.
  */
-
-/* The top-level fields the fast path reads. FK_DELTA and after are the
- * candidates for the streamed string: "delta", or a response_text field
- * carrying the full value in a *.done event. */
-enum response_fast_key {
-	FK_TYPE,
-	FK_ITEM_ID,
-	FK_OUTPUT_INDEX,
-	FK_CONTENT_INDEX,
-	FK_SUMMARY_INDEX,
-	FK_DELTA,
-	FK_TEXT,
-	FK_REFUSAL,
-	FK_ARGUMENTS,
-	FK_INPUT,
-	FK_CODE,
-	FK_DIFF,
-	FK_COUNT,
-};
-
-static const struct response_fast_name {
-	const char *name;
-	size_t len;
-} response_fast_keys[FK_COUNT] = {
-	{ "type", 4 },
-	{ "item_id", 7 },
-	{ "output_index", 12 },
-	{ "content_index", 13 },
-	{ "summary_index", 13 },
-	{ "delta", 5 },
-	{ "text", 4 },
-	{ "refusal", 7 },
-	{ "arguments", 9 },
-	{ "input", 5 },
-	{ "code", 4 },
-	{ "diff", 4 },
-};
-
-/* What the scanner found in a streamed-string event: the body of each
- * string field (between its quotes, still escaped if esc is set), the
- * value of each index, and the table entry "type" names. Only seen,
- * text and done are set up front: a field is valid once seen. */
-struct response_fast {
-	unsigned seen;			/* bit per enum response_fast_key */
-	const char *str[FK_COUNT];
-	size_t len[FK_COUNT];
-	int esc[FK_COUNT];
-	struct response_num num[FK_COUNT];
-	const struct response_text *text;
-	int done;			/* type is text->done, not ->delta */
-};
-
-struct response_scan {
-	const char *p;			/* next byte */
-	const char *end;		/* one past the data */
-	struct response_buf *tmp;	/* for decoding escaped strings */
-};
-
-static inline void
-response_scan_ws(struct response_scan *s)
-{
-	while (s->p < s->end && response_is_space(*s->p))
-		s->p++;
-}
-
-/* Consume byte c (after white space). 0, or -1 if it is not there. */
-static inline int
-response_scan_byte(struct response_scan *s, char c)
-{
-	response_scan_ws(s);
-	if (s->p == s->end || *s->p != c)
-		return -1;
-	s->p++;
-	return 0;
-}
-
-/* The length of the UTF-8 sequence at p if it is valid as jansson checks
- * it (shortest form, no surrogates, at most U+10FFFF), else 0. */
-static size_t
-response_utf8_len(const unsigned char *p, const unsigned char *end)
-{
-	unsigned long v;
-	size_t i, n;
-
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		n = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		n = 3;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		n = 4;
-	else
-		return 0;		/* ASCII, continuation, 0xc0/c1, >f4 */
-	if ((size_t)(end - p) < n)
-		return 0;
-	v = p[0] & (0x7fu >> n);
-	for (i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (p[i] & 0x3fu);
-	}
-	if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) ||
-	    (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff)
-		return 0;
-	return n;
-}
-
-/* Four hex digits at p (which has them) as a value, or -1. */
-static long
-response_hex4(const unsigned char *p)
-{
-	long v = 0;
-	int i, d;
-
-	for (i = 0; i < 4; i++) {
-		if (p[i] >= '0' && p[i] <= '9')
-			d = p[i] - '0';
-		else if (p[i] >= 'a' && p[i] <= 'f')
-			d = p[i] - 'a' + 10;
-		else if (p[i] >= 'A' && p[i] <= 'F')
-			d = p[i] - 'A' + 10;
-		else
-			return -1;
-		v = v << 4 | d;
-	}
-	return v;
-}
-
-/* Code point v (valid, not a surrogate) as UTF-8 in u; its length. */
-static size_t
-response_utf8_put(unsigned long v, unsigned char *u)
-{
-	if (v < 0x80) {
-		u[0] = (unsigned char)v;
-		return 1;
-	}
-	if (v < 0x800) {
-		u[0] = (unsigned char)(0xc0 | v >> 6);
-		u[1] = (unsigned char)(0x80 | (v & 0x3f));
-		return 2;
-	}
-	if (v < 0x10000) {
-		u[0] = (unsigned char)(0xe0 | v >> 12);
-		u[1] = (unsigned char)(0x80 | (v >> 6 & 0x3f));
-		u[2] = (unsigned char)(0x80 | (v & 0x3f));
-		return 3;
-	}
-	u[0] = (unsigned char)(0xf0 | v >> 18);
-	u[1] = (unsigned char)(0x80 | (v >> 12 & 0x3f));
-	u[2] = (unsigned char)(0x80 | (v >> 6 & 0x3f));
-	u[3] = (unsigned char)(0x80 | (v & 0x3f));
-	return 4;
-}
-
-/*
- * The \uXXXX escape at p, with its low surrogate if it is a high one, as
- * jansson decodes it: a lone or reversed surrogate is an error, "\u0000"
- * is allowed (JSON_ALLOW_NUL). Returns the bytes consumed and the code
- * point in *v, or 0.
- */
-static size_t
-response_scan_unicode(const unsigned char *p, const unsigned char *end,
-    unsigned long *v)
-{
-	long hi, lo;
-
-	if (end - p < 6 || (hi = response_hex4(p + 2)) == -1 ||
-	    (hi >= 0xdc00 && hi <= 0xdfff))
-		return 0;
-	*v = (unsigned long)hi;
-	if (hi < 0xd800 || hi > 0xdbff)
-		return 6;
-	if (end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
-	    (lo = response_hex4(p + 8)) == -1 || lo < 0xdc00 || lo > 0xdfff)
-		return 0;
-	*v = 0x10000 + ((unsigned long)(hi - 0xd800) << 10) +
-	    (unsigned long)(lo - 0xdc00);
-	return 12;
-}
-
-/* The escape at p (a backslash): bytes consumed, or 0 if invalid. Its
- * value is appended to out unless out is NULL (0 if out of memory). */
-static size_t
-response_scan_escape(const unsigned char *p, const unsigned char *end,
-    struct response_buf *out)
-{
-	unsigned char u[4];
-	unsigned long v;
-	size_t n = 2, ulen = 1;
-
-	if (end - p < 2)
-		return 0;
-	switch (p[1]) {
-	case '"': case '\\': case '/':
-		u[0] = p[1];
-		break;
-	case 'b': u[0] = '\b'; break;
-	case 'f': u[0] = '\f'; break;
-	case 'n': u[0] = '\n'; break;
-	case 'r': u[0] = '\r'; break;
-	case 't': u[0] = '\t'; break;
-	case 'u':
-		if ((n = response_scan_unicode(p, end, &v)) == 0)
-			return 0;
-		ulen = response_utf8_put(v, u);
-		break;
-	default:
-		return 0;
-	}
-	if (out != NULL && response_buf_add(out, u, ulen) == -1)
-		return 0;
-	return n;
-}
-
-/*
- * Which of the 8 bytes at p may end a plain run: a control byte, a
- * non-ASCII byte, a quote or a backslash. The usual word-at-a-time tests
- * ("has a byte less than n", "has a zero byte" on v XOR c; Hacker's
- * Delight 6-1): the result is 0 if none does, else its lowest set bit is
- * bit 7 of the first such byte in memory order on a little-endian CPU
- * (a borrow only ever runs upwards, past a byte that already matched).
- */
-static uint64_t
-response_stop8(const unsigned char *p)
-{
-	const uint64_t ones = 0x0101010101010101u, high = ones << 7;
-	uint64_t v, q, b;
-
-	memcpy(&v, p, sizeof(v));
-	q = v ^ (ones * '"');
-	b = v ^ (ones * '\\');
-	return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) |
-	    ((b - ones) & ~b) | v) & high;
-}
-
-/* The end of the run of plain bytes (printable ASCII but '"' and '\\')
- * starting at p. */
-static const unsigned char *
-response_plain_run(const unsigned char *p, const unsigned char *end)
-{
-	while (end - p >= 8) {
-		uint64_t m = response_stop8(p);
-
-		if (m != 0) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-			return p + (__builtin_ctzll(m) >> 3);
-#else
-			break;	/* find it byte by byte */
-#endif
-		}
-		p += 8;
-	}
-	while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
-		p++;
-	return p;
-}
-
-/*
- * Validate the string at s->p (its opening quote) and step over it. *esc
- * is set if it has escapes. 0, or -1 to fall back.
- */
-static int
-response_scan_string(struct response_scan *s, int *esc)
-{
-	const unsigned char *p = (const unsigned char *)s->p + 1;
-	const unsigned char *end = (const unsigned char *)s->end;
-	size_t n;
-
-	*esc = 0;
-	for (;;) {
-		p = response_plain_run(p, end);
-		if (p == end || *p < 0x20)
-			return -1;	/* unterminated, or a raw control */
-		if (*p == '"')
-			break;
-		if (*p == '\\') {
-			*esc = 1;
-			n = response_scan_escape(p, end, NULL);
-		} else {
-			n = response_utf8_len(p, end);
-		}
-		if (n == 0)
-			return -1;
-		p += n;
-	}
-	s->p = (const char *)p + 1;
-	return 0;
-}
-
-/* Append the value of a validated string body p[0..n) to out. -1 if out
- * of memory. */
-static int
-response_unescape(const char *str, size_t n, struct response_buf *out)
-{
-	const unsigned char *p = (const unsigned char *)str, *run;
-	const unsigned char *end = p + n;
-
-	while (p < end) {
-		for (run = p; p < end && *p != '\\'; p++)
-			;
-		if (response_buf_add(out, run, (size_t)(p - run)) == -1)
-			return -1;
-		if (p < end && (n = response_scan_escape(p, end, out)) == 0)
-			return -1;
-		if (p < end)
-			p += n;
-	}
-	return 0;
-}
-
-/* A string at s->p (after white space): *str and *len give its body,
- * still escaped if *esc. 0, or -1 if it is not a valid string. */
-static int
-response_scan_body(struct response_scan *s, const char **str, size_t *len,
-    int *esc)
-{
-	response_scan_ws(s);
-	if (s->p == s->end || *s->p != '"')
-		return -1;
-	*str = s->p + 1;
-	if (response_scan_string(s, esc) == -1)
-		return -1;
-	*len = (size_t)(s->p - 1 - *str);
-	return 0;
-}
-
-/* A string without escapes (a key, or a field read in place). */
-static int
-response_scan_raw(struct response_scan *s, const char **str, size_t *len)
-{
-	int esc;
-
-	return response_scan_body(s, str, len, &esc) == -1 || esc ? -1 : 0;
-}
-
-/* A string value at s->p, as a new json_t if out is not NULL. */
-static int
-response_scan_strval(struct response_scan *s, json_t **out)
-{
-	const char *str;
-	size_t n;
-	int esc;
-
-	if (response_scan_body(s, &str, &n, &esc) == -1)
-		return -1;
-	if (out == NULL)
-		return 0;
-	if (esc) {
-		s->tmp->len = 0;
-		if (response_unescape(str, n, s->tmp) == -1)
-			return -1;
-		str = s->tmp->p != NULL ? s->tmp->p : "";
-		n = s->tmp->len;
-	}
-	return (*out = json_stringn_nocheck(str, n)) != NULL ? 0 : -1;
-}
-
-/* A run of at least one digit at p: its end, or NULL. */
-static const char *
-response_digits(const char *p, const char *end)
-{
-	const char *start = p;
-
-	while (p < end && *p >= '0' && *p <= '9')
-		p++;
-	return p > start ? p : NULL;
-}
-
-/*
- * A real: the integer part (already read up to p) and then a fraction,
- * an exponent or both, converted by strtod() as jansson does (overflow
- * is an error there). 0 with *v set and s->p past it, or -1.
- */
-static int
-response_scan_real(struct response_scan *s, const char *p, double *v)
-{
-	const struct lconv *lc = localeconv();
-	char buf[64], *end;
-	size_t n;
-
-	if (p < s->end && *p == '.' &&
-	    (p = response_digits(p + 1, s->end)) == NULL)
-		return -1;
-	if (p < s->end && (*p == 'e' || *p == 'E')) {
-		p++;
-		if (p < s->end && (*p == '+' || *p == '-'))
-			p++;
-		if ((p = response_digits(p, s->end)) == NULL)
-			return -1;
-	}
-	n = (size_t)(p - s->p);
-	if (n >= sizeof(buf) || strcmp(lc->decimal_point, ".") != 0)
-		return -1;
-	memcpy(buf, s->p, n);
-	buf[n] = '\0';
-	errno = 0;
-	*v = strtod(buf, &end);
-	if (end != buf + n || ((*v == HUGE_VAL || *v == -HUGE_VAL) &&
-	    errno == ERANGE))
-		return -1;
-	s->p = p;
-	return 0;
-}
-
-/*
- * A number: -?(0|[1-9][0-9]*) is an integer (at most 18 digits so that
- * it fits; "-0" is 0, as strtoll() reads it), with a fraction or an
- * exponent a real. *num is set for an integer; a real sets NUM_OTHER.
- * Built into *out unless out is NULL.
- */
-static int
-response_scan_number(struct response_scan *s, struct response_num *num,
-    json_t **out)
-{
-	const char *p = s->p, *digits;
-	double real;
-	long long v = 0;
-
-	if (p < s->end && *p == '-')
-		p++;
-	if (p == s->end || *p < '0' || *p > '9')
-		return -1;
-	digits = p;
-	p = *p == '0' ? p + 1 : response_digits(p, s->end);
-	if (p < s->end && *p >= '0' && *p <= '9')
-		return -1;		/* a leading zero */
-	if (p < s->end && (*p == '.' || *p == 'e' || *p == 'E')) {
-		if (response_scan_real(s, p, &real) == -1)
-			return -1;
-		num->state = NUM_OTHER;
-		return out == NULL || (*out = json_real(real)) != NULL ? 0 : -1;
-	}
-	if (p - digits > 18)
-		return -1;
-	for (; digits < p; digits++)
-		v = v * 10 + (*digits - '0');
-	num->state = NUM_INT;
-	num->v = *s->p == '-' ? -v : v;
-	s->p = p;
-	return out == NULL || (*out = json_integer(num->v)) != NULL ? 0 : -1;
-}
-
-/* true, false or null, built into *out unless out is NULL. */
-static int
-response_scan_word(struct response_scan *s, json_t **out)
-{
-	static const char *const words[] = { "true", "false", "null" };
-	size_t i;
-
-	for (i = 0; i < RESPONSE_NELEM(words); i++) {
-		const char *w = words[i];
-		size_t n = strlen(w);
-
-		if ((size_t)(s->end - s->p) < n || memcmp(s->p, w, n) != 0)
-			continue;
-		s->p += n;
-		if (out != NULL)
-			*out = i == 0 ? json_true() : i == 1 ? json_false() :
-			    json_null();
-		return 0;
-	}
-	return -1;
-}
-
-static int response_scan_value(struct response_scan *, int, json_t **);
-
-/* One member of an object (key, colon, value), added to obj if it is
- * not NULL. */
-static int
-response_scan_member(struct response_scan *s, int depth, json_t *obj)
-{
-	const char *key;
-	json_t *v = NULL;
-	size_t n;
-
-	if (response_scan_raw(s, &key, &n) == -1 ||
-	    response_scan_byte(s, ':') == -1)
-		return -1;
-	response_scan_ws(s);
-	if (response_scan_value(s, depth, obj != NULL ? &v : NULL) == -1)
-		return -1;
-	return obj == NULL ? 0 : json_object_setn_new_nocheck(obj, key, n, v);
-}
-
-/* One element of an array, appended to arr if it is not NULL. */
-static int
-response_scan_element(struct response_scan *s, int depth, json_t *arr)
-{
-	json_t *v = NULL;
-
-	if (response_scan_value(s, depth, arr != NULL ? &v : NULL) == -1)
-		return -1;
-	return arr == NULL ? 0 : json_array_append_new(arr, v);
-}
-
-/* The object or array at s->p; depth counts the enclosing ones. */
-static int
-response_scan_container(struct response_scan *s, int depth, json_t **out)
-{
-	char close = *s->p == '{' ? '}' : ']';
-	json_t *c = NULL;
-
-	if (depth >= RESPONSE_SCAN_DEPTH)
-		return -1;
-	if (out != NULL && (c = close == '}' ? json_object() :
-	    json_array()) == NULL)
-		return -1;
-	s->p++;
-	response_scan_ws(s);
-	if (s->p < s->end && *s->p == close) {
-		s->p++;
-		goto done;
-	}
-	for (;;) {
-		if ((close == '}' ? response_scan_member(s, depth + 1, c) :
-		    response_scan_element(s, depth + 1, c)) == -1)
-			goto fail;
-		if (response_scan_byte(s, ',') == 0) {
-			response_scan_ws(s);
-			continue;
-		}
-		if (response_scan_byte(s, close) == -1)
-			goto fail;
-		break;
-	}
-done:
-	if (out != NULL)
-		*out = c;
-	return 0;
-fail:
-	json_decref(c);
-	return -1;
-}
-
-/* Any value at s->p (after white space), built into *out unless out is
- * NULL. On -1 nothing is left allocated. */
-static int
-response_scan_value(struct response_scan *s, int depth, json_t **out)
-{
-	struct response_num num;
-
-	if (s->p == s->end)
-		return -1;
-	switch (*s->p) {
-	case '"':
-		return response_scan_strval(s, out);
-	case '{':
-	case '[':
-		return response_scan_container(s, depth, out);
-	case 't':
-	case 'f':
-	case 'n':
-		return response_scan_word(s, out);
-	default:
-		return response_scan_number(s, &num, out);
-	}
-}
 
 /* The table entry whose delta or done name is type[0..n), or NULL. */
 static const struct response_text *
@@ -1640,101 +1038,29 @@ response_text_named(const char *type, size_t n, int *done)
 	return NULL;
 }
 
-/* The value of top-level field k at s->p (after white space). A "type"
- * that names no streamed string ends the scan early. */
+/* The streamed string a "type" names, as delta_scan() asks for it. */
+struct response_pick {
+	const struct response_text *text;
+	int done;			/* type is text->done, not ->delta */
+};
+
 static int
-response_scan_field(struct response_scan *s, struct response_fast *f,
-    enum response_fast_key k)
+response_want(const char *type, size_t n, void *arg)
 {
-	if (f->seen & 1u << k)
-		return -1;		/* jansson keeps the last one */
-	f->seen |= 1u << k;
-	switch (k) {
-	case FK_TYPE:
-		if (response_scan_raw(s, &f->str[k], &f->len[k]) == -1)
-			return -1;
-		f->text = response_text_named(f->str[k], f->len[k], &f->done);
-		return f->text != NULL ? 0 : -1;
-	case FK_ITEM_ID:
-		return response_scan_raw(s, &f->str[k], &f->len[k]);
-	case FK_OUTPUT_INDEX:
-	case FK_CONTENT_INDEX:
-	case FK_SUMMARY_INDEX:
-		f->num[k].state = NUM_ABSENT;
-		f->num[k].v = 0;
-		if (s->p < s->end && *s->p == 'n')
-			return response_scan_word(s, NULL);
-		return response_scan_number(s, &f->num[k], NULL) == -1 ||
-		    f->num[k].state != NUM_INT ? -1 : 0;
-	case FK_DELTA:
-	case FK_TEXT:
-	case FK_REFUSAL:
-	case FK_ARGUMENTS:
-	case FK_INPUT:
-	case FK_CODE:
-	case FK_DIFF:
-		return response_scan_body(s, &f->str[k], &f->len[k],
-		    &f->esc[k]);
-	case FK_COUNT:
-		break;
-	}
-	return -1;
+	struct response_pick *pk = arg;
+
+	pk->text = response_text_named(type, n, &pk->done);
+	return pk->text != NULL;
 }
 
-/* Which of response_fast_keys key[0..n) names, or FK_COUNT. */
-static enum response_fast_key
-response_fast_key(const char *key, size_t n)
-{
-	int k;
-
-	for (k = 0; k < FK_COUNT; k++) {
-		if (response_fast_keys[k].len == n &&
-		    memcmp(response_fast_keys[k].name, key, n) == 0)
-			return (enum response_fast_key)k;
-	}
-	return FK_COUNT;
-}
-
-/* The event data as one object: 0 with f filled, or -1. */
-static int
-response_scan_event(const char *data, size_t len, struct response_fast *f)
-{
-	struct response_scan s = { data, data + len, NULL };
-	const char *key;
-	size_t n;
-
-	f->seen = 0;
-	f->text = NULL;
-	f->done = 0;
-	if (response_scan_byte(&s, '{') == -1)
-		return -1;
-	for (;;) {
-		enum response_fast_key k;
-
-		if (response_scan_raw(&s, &key, &n) == -1 ||
-		    response_scan_byte(&s, ':') == -1)
-			return -1;
-		k = response_fast_key(key, n);
-		response_scan_ws(&s);
-		if ((k == FK_COUNT ? response_scan_value(&s, 1, NULL) :
-		    response_scan_field(&s, f, k)) == -1)
-			return -1;
-		if (response_scan_byte(&s, ',') == 0)
-			continue;
-		if (response_scan_byte(&s, '}') == -1)
-			return -1;
-		response_scan_ws(&s);
-		return s.p == s.end ? 0 : -1;
-	}
-}
-
-/* Field k as read, or absent. */
+/* Index field k as read, or absent. */
 static void
-response_fast_num(const struct response_fast *f, enum response_fast_key k,
+response_fast_num(const struct delta_event *ev, enum delta_field k,
     struct response_num *n)
 {
-	if (f->seen & 1u << k) {
-		*n = f->num[k];
+	if (k < DELTA_NFIELDS && (ev->seen & ~ev->null & 1u << k)) {
+		n->state = NUM_INT;
+		n->v = ev->num[k];
 	} else {
 		n->state = NUM_ABSENT;
 		n->v = 0;
@@ -1742,95 +1068,61 @@ response_fast_num(const struct response_fast *f, enum response_fast_key k,
 }
 
 static void
-response_fast_ref(const struct response_fast *f, struct response_ref *ref)
+response_fast_ref(const struct delta_event *ev,
+    const struct response_text *t, struct response_ref *ref)
 {
-	int have_id = (f->seen & 1u << FK_ITEM_ID) != 0;
+	int have_id = (ev->seen & 1u << DELTA_ITEM_ID) != 0;
 
-	ref->item_id = have_id ? f->str[FK_ITEM_ID] : NULL;
-	ref->item_id_len = have_id ? f->len[FK_ITEM_ID] : 0;
-	response_fast_num(f, FK_OUTPUT_INDEX, &ref->output_index);
-	response_fast_num(f, f->text->place == PLACE_CONTENT ?
-	    FK_CONTENT_INDEX : f->text->place == PLACE_SUMMARY ?
-	    FK_SUMMARY_INDEX : FK_COUNT, &ref->part_index);
+	ref->item_id = have_id ? ev->str[DELTA_ITEM_ID].p : NULL;
+	ref->item_id_len = have_id ? ev->str[DELTA_ITEM_ID].n : 0;
+	response_fast_num(ev, DELTA_OUTPUT_INDEX, &ref->output_index);
+	response_fast_num(ev, t->place == PLACE_CONTENT ?
+	    DELTA_CONTENT_INDEX : t->place == PLACE_SUMMARY ?
+	    DELTA_SUMMARY_INDEX : DELTA_NFIELDS, &ref->part_index);
 }
 
 /*
  * Take a streamed-string event without jansson: 1 with its enum
- * response_kind in *kind, 0 to use the other paths instead (nothing has
- * changed then), or -1 on a protocol error.
+ * response_kind in *kind, 0 to use jansson instead (nothing has changed
+ * then), or -1 on a protocol error.
  */
 static int
 response_feed_fast(struct response *r, const char *data, size_t len,
     int *kind)
 {
-	enum response_fast_key k = FK_DELTA;
+	enum delta_field k = DELTA_DELTA;
 	struct response_lazy *z = r->lazy;
-	struct response_fast f;
+	struct response_pick pk = { NULL, 0 };
+	struct delta_event ev;
 	struct response_ref ref;
-	const char *str;
-	size_t n;
+	struct jspan str;
 
-	if (response_scan_event(data, len, &f) == -1 || f.text == NULL)
+	if (delta_scan(data, len, response_want, &pk, &ev) == -1)
 		return 0;
-	if (f.done)
-		k = response_fast_key(f.text->field, strlen(f.text->field));
-	if (k == FK_COUNT || !(f.seen & 1u << k))
+	if (pk.done)
+		k = delta_field_named(pk.text->field, strlen(pk.text->field));
+	if (k == DELTA_NFIELDS || !(ev.seen & 1u << k))
 		return 0;
-	str = f.str[k];
-	n = f.len[k];
-	if (f.esc[k]) {
+	str = ev.str[k];
+	if (ev.esc[k]) {
 		r->scratch.len = 0;
-		if (response_unescape(str, n, &r->scratch) == -1)
+		if (jspan_unescape(str, &r->scratch) == -1)
 			return 0;
-		str = r->scratch.p != NULL ? r->scratch.p : "";
-		n = r->scratch.len;
+		str.p = r->scratch.data != NULL ? (char *)r->scratch.data : "";
+		str.n = r->scratch.len;
 	}
 	z->data.len = 0;
-	if (response_buf_add(&z->data, data, len) == -1)
+	if (buf_append(&z->data, data, len) == -1)
 		return 0;
 	z->pending = 1;
 	r->nfast++;
 	/* A name from the table: it fits and is clean, no need to format. */
-	memcpy(r->last_type, f.str[FK_TYPE], f.len[FK_TYPE]);
-	r->last_type[f.len[FK_TYPE]] = '\0';
-	response_fast_ref(&f, &ref);
-	*kind = f.done ? RESPONSE_EV_OTHER : RESPONSE_EV_DELTA;
-	return response_text_add(r, f.text, f.done, &ref, str, n) == -1 ?
-	    -1 : 1;
-}
-
-/* The event or body as json_loadb() would build it, or NULL to let
- * json_loadb() do it (and explain what is wrong). */
-static json_t *
-response_build(struct response *r, const char *data, size_t len)
-{
-	struct response_scan s = { data, data + len, &r->scratch };
-	json_t *v = NULL;
-
-	response_scan_ws(&s);
-	if (s.p == s.end || (*s.p != '{' && *s.p != '['))
-		return NULL;
-	if (response_scan_value(&s, 0, &v) == -1)
-		return NULL;
-	response_scan_ws(&s);
-	if (s.p != s.end) {
-		json_decref(v);
-		return NULL;
-	}
-	r->nfast++;
-	return v;
-}
-
-/* Parse an event or body: the scanner if it can, else json_loadb(). */
-static json_t *
-response_load(struct response *r, const char *data, size_t len,
-    json_error_t *jerr)
-{
-	json_t *v;
-
-	if (!r->fast_off && (v = response_build(r, data, len)) != NULL)
-		return v;
-	return json_loadb(data, len, JSON_ALLOW_NUL, jerr);
+	memcpy(r->last_type, ev.str[DELTA_TYPE].p, ev.str[DELTA_TYPE].n);
+	r->last_type[ev.str[DELTA_TYPE].n] = '\0';
+	response_fast_ref(&ev, pk.text, &ref);
+	*kind = pk.done ? RESPONSE_EV_OTHER : RESPONSE_EV_DELTA;
+	return response_text_add(r, pk.text, pk.done, &ref, str.p, str.n) ==
+	    -1 ? -1 : 1;
 }
 
 /* --- API --------------------------------------------------------------- */
@@ -1870,9 +1162,9 @@ response_free(struct response *r)
 	json_decref(r->last);
 	json_decref(r->result);
 	json_decref(r->lazy->ev);
-	free(r->lazy->data.p);
+	buf_clear(&r->lazy->data);
 	free(r->lazy);
-	free(r->scratch.p);
+	buf_clear(&r->scratch);
 	free(r);
 }
 
@@ -1892,7 +1184,7 @@ response_feed(struct response *r, const char *event, const char *data,
 	if (!r->fast_off &&
 	    (rc = response_feed_fast(r, data, len, &kind)) != 0)
 		return rc == -1 ? -1 : kind;
-	r->last = response_load(r, data, len, &jerr);
+	r->last = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
 	if (r->last == NULL) {
 		char name[RESPONSE_NAME_MAX];
 
@@ -1942,7 +1234,7 @@ response_feed_body(struct response *r, const char *body, size_t len)
 	response_reset_views(r);
 	if (r->broken)
 		return -1;
-	if ((doc = response_load(r, body, len, &jerr)) == NULL) {
+	if ((doc = json_loadb(body, len, JSON_ALLOW_NUL, &jerr)) == NULL) {
 		response_protocol(r, "invalid JSON in response body: "
 		    "%s at line %d column %d", jerr.text, jerr.line,
 		    jerr.column);
@@ -2049,7 +1341,7 @@ response_last_event(const struct response *r)
 	/* The fast path only takes what json_loadb() accepts: NULL here
 	 * means out of memory. */
 	if (r->last == NULL && z->pending && z->ev == NULL)
-		z->ev = json_loadb(z->data.p, z->data.len, JSON_ALLOW_NUL,
+		z->ev = json_loadb((const char *)z->data.data, z->data.len, JSON_ALLOW_NUL,
 		    NULL);
 	return r->last != NULL ? r->last : z->ev;
 }
