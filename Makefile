@@ -58,12 +58,12 @@ COMMON_SRC  := $(wildcard common/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 SBX_W_SRC   := $(wildcard sandbox/seccomp*.c)
 SBX_S_SRC   := $(filter-out $(SBX_W_SRC),$(wildcard sandbox/*.c))
-SUP_SRC     := $(filter-out supervisor/main.c,$(wildcard supervisor/*.c))
+SUP_SRC     := $(filter-out supervisor/front/main.c,$(wildcard supervisor/*/*.c))
 WRK_SRC     := $(wildcard worker/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 # The worker's Python runtime, embedded at build time.
 WRK_PY      := $(sort $(wildcard worker/*.py))
-ENGINE_SRC  := $(sort $(wildcard supervisor/*.[ch] worker/*.[ch] worker/*.py \
+ENGINE_SRC  := $(sort $(wildcard supervisor/*/*.[ch] worker/*.[ch] worker/*.py \
 		proto/*.[ch] sandbox/*.[ch] common/*.[ch]))
 
 obj = $(patsubst %.c,$(O)/%.o,$(1))
@@ -96,7 +96,7 @@ $(O)/libagentz.a: $(COMMON_OBJ) $(PROTO_OBJ) $(SUP_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(O)/agentz: $(O)/supervisor/main.o $(O)/libagentz.a
+$(O)/agentz: $(O)/supervisor/front/main.o $(O)/libagentz.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS)
 
 $(O)/gen/embedded.c: scripts/embed.py $(ENGINE_SRC)
@@ -166,7 +166,8 @@ FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_BIN := build-fuzz/fuzz_proto
 FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse
-FUZZ_JSON_SRC := supervisor/jspan.c supervisor/delta.c supervisor/response.c \
+FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
+	supervisor/model/response.c \
 	common/buf.c
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
 	common/buf.h
@@ -177,15 +178,17 @@ $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
 
 # The one JSON scanner (jspan.c, delta.c) against jansson.
 build-fuzz/fuzz_jspan: tests/fuzz/fuzz_jspan.c $(FUZZ_JSON_SRC) \
-	    supervisor/jspan.h supervisor/delta.h supervisor/response.h
+	    supervisor/model/jspan.h supervisor/model/delta.h \
+	    supervisor/model/response.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(call pc_cflags,jansson) -o $@ tests/fuzz/fuzz_jspan.c \
 	    $(FUZZ_JSON_SRC) $(call pc_libs,jansson) -lm
 
-build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/sse.c supervisor/sse.h \
+build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/model/sse.c \
+	    supervisor/model/sse.h \
 	    common/buf.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_sse.c supervisor/sse.c common/buf.c
+	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_sse.c supervisor/model/sse.c common/buf.c
 
 # Each target for FUZZ_SECONDS, its corpus kept in build-fuzz/corpus-*.
 fuzz: $(FUZZ_BINS)
@@ -199,7 +202,7 @@ fuzz: $(FUZZ_BINS)
 	    -rss_limit_mb=1024 -max_len=16384 build-fuzz/corpus-sse \
 	    tests/fuzz/seeds-sse
 
-HDRS := $(wildcard */*.h)
+HDRS := $(wildcard */*.h supervisor/*/*.h)
 check-headers:
 	@for h in $(HDRS); do \
 	    $(CC) -std=c11 $(CPPFLAGS) $(WARN) $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK)) \

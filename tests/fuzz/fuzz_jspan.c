@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "proto/proto.h"
-#include "supervisor/delta.h"
-#include "supervisor/jspan.h"
-#include "supervisor/response.h"
+#include "supervisor/model/delta.h"
+#include "supervisor/model/jspan.h"
+#include "supervisor/model/response.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

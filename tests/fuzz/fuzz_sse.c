@@ -1,5 +1,5 @@
 /*
- * fuzz_sse.c - libFuzzer target for the SSE parser (supervisor/sse.c).
+ * fuzz_sse.c - libFuzzer target for the SSE parser (supervisor/model/sse.c).
  *
  * The first byte picks a chunk size and a cap on one event; the rest is
  * the stream. It is parsed three ways: fed whole, fed in chunks of that
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "proto/proto.h"
-#include "supervisor/sse.h"
+#include "supervisor/model/sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,13 +13,13 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/capture.h"
-#include "supervisor/cells.h"
-#include "supervisor/config.h"
-#include "supervisor/history.h"
-#include "supervisor/hosttools.h"
-#include "supervisor/rewrite.h"
-#include "supervisor/utf8.h"
+#include "supervisor/cells/capture.h"
+#include "supervisor/cells/cells.h"
+#include "supervisor/front/config.h"
+#include "supervisor/cells/history.h"
+#include "supervisor/model/hosttools.h"
+#include "supervisor/model/rewrite.h"
+#include "supervisor/text/utf8.h"
 
 /* --- capture ------------------------------------------------------------ */
 

@@ -15,8 +15,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/cells.h"
-#include "supervisor/hosttools.h"
+#include "supervisor/cells/cells.h"
+#include "supervisor/model/hosttools.h"
 
 static enum submit_result
 ok_submit(void *ctx, uint32_t cell, const char *code, size_t len,

@@ -34,8 +34,8 @@
 
 #include <cmocka.h>
 
-#include "supervisor/http.h"
-#include "supervisor/loop.h"
+#include "supervisor/model/http.h"
+#include "supervisor/loop/loop.h"
 
 #define NITEMS(a)	(sizeof(a) / sizeof((a)[0]))
 #define MS(us)		((us) / 1000u)

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "supervisor/loop.h"
+#include "supervisor/loop/loop.h"
 
 struct fx {
 	struct loop *l;

@@ -19,10 +19,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/out.h"
-#include "supervisor/redact.h"
-#include "supervisor/streamred.h"
-#include "supervisor/termout.h"
+#include "supervisor/front/out.h"
+#include "supervisor/text/redact.h"
+#include "supervisor/text/streamred.h"
+#include "supervisor/text/termout.h"
 
 /* The filter's output for in, fed in chunks of size step. */
 static char *

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "supervisor/config.h"
-#include "supervisor/price.h"
+#include "supervisor/front/config.h"
+#include "supervisor/model/price.h"
 
 #define NITEMS(a)	(sizeof(a) / sizeof((a)[0]))
 

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "supervisor/redact.h"
+#include "supervisor/text/redact.h"
 
 #define NITEMS(a)	(sizeof(a) / sizeof((a)[0]))
 #define M		REDACT_MARKER

@@ -19,10 +19,10 @@
 #include <jansson.h>
 
 #include "proto/proto.h"
-#include "supervisor/cells.h"
-#include "supervisor/hostreq.h"
-#include "supervisor/hosttools.h"
-#include "supervisor/jspan.h"
+#include "supervisor/cells/cells.h"
+#include "supervisor/run/hostreq.h"
+#include "supervisor/model/hosttools.h"
+#include "supervisor/model/jspan.h"
 
 /* --- the head of a REQUEST and skipping its frame ------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * test_sse.c - unit tests for supervisor/sse.c and supervisor/response.c.
+ * test_sse.c - unit tests for supervisor/model/sse.c and supervisor/model/response.c.
  *
  * 1. SSE framing edge cases one by one, then a seeded property test
  *    (random events, line endings, comments, BOM, random chunking).
@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "supervisor/response.h"
-#include "supervisor/sse.h"
+#include "supervisor/model/response.h"
+#include "supervisor/model/sse.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

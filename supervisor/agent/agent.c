@@ -1,0 +1,416 @@
+/*
+ * agent.c - the agent run loop (see agent.h).
+ *
+ * The host never chooses actions. It runs cell n; the model, called by the
+ * cell through call_me, registers cell n+1 (once) with set_next_cell_code.
+ * A cell that raises, ends without a successor or is killed is followed by
+ * a repair cell the supervisor asks the model for; three consecutive
+ * failures end the run (exit 1), quit() ends it normally (exit 0), a
+ * KeyboardInterrupt/SystemExit from cell code or Ctrl-C ends it with 130.
+ *
+ * With a journal, every decision survives a restart: --resume rebuilds the
+ * history and the budgets (cells, tokens, cost, the deadline from the run's
+ * first start, repeated and consecutive failures, restarts), and a stop
+ * decided while resuming ends the process like any other. A cell cut off
+ * by a supervisor restart is not the model's failure: it neither counts
+ * toward nor resets the consecutive failures (--max-restarts bounds crash
+ * loops instead).
+ *
+ * This file owns stopping, the journal records, the successor, the cell
+ * loop and the set-up; agent_int.h names the files that own the rest.
+ */
+#include "supervisor/agent/agent.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+extern char **environ;
+
+#include "common/log.h"
+#include "supervisor/agent/agent_int.h"
+#include "supervisor/front/config.h"
+#include "supervisor/model/hosttools.h"
+#include "supervisor/cells/journal.h"
+#include "supervisor/loop/loop.h"
+#include "supervisor/model/model.h"
+#include "supervisor/front/notify.h"
+#include "supervisor/front/out.h"
+#include "supervisor/text/redact.h"
+#include "supervisor/run/runner.h"
+#include "supervisor/front/runstop.h"
+#include "supervisor/front/tui.h"
+#include "supervisor/front/view.h"
+
+/*
+ * Every stop goes through here, also those decided before the loop runs
+ * (while resuming): agent_run then does not enter the loop. A broken
+ * journal wins over any later decision.
+ */
+void
+agent_stop(struct agent *a, int rc, const char *why)
+{
+	if (why != NULL)
+		log_warnx("%s", why);
+	if (a->stop_reason == NULL && why != NULL)
+		a->stop_reason = strdup(why);
+	if (a->journal_broken)
+		rc = EXIT_JOURNAL;
+	a->stopping = 1;
+	a->stop_rc = rc;
+	loop_stop(a->loop, rc);
+}
+
+/*
+ * Appends one record (consumed) to the journal, if there is one. A step
+ * that cannot be recorded must not happen: the run stops.
+ */
+int
+agent_record(struct agent *a, const char *type, json_t *rec)
+{
+	char why[512];
+	int rc = 0;
+
+	if (a->journal != NULL && rec != NULL && !a->journal_ended &&
+	    (rc = journal_append(a->journal, type, rec)) < 0 &&
+	    !a->journal_broken) {
+		(void)snprintf(why, sizeof why, "stopping: cannot write the "
+		    "journal %s (%s): the %s step is not recorded, so it must "
+		    "not happen", a->cfg.journal, strerror(errno), type);
+		a->journal_broken = 1;
+		agent_stop(a, EXIT_JOURNAL, why);
+	}
+	json_decref(rec);
+	return rc;
+}
+
+static json_t *
+cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
+{
+	json_t *o = json_pack("{s:i}", "cell", (int)c->n);
+
+	(void)json_object_update_new(o, part(c));
+	return o;
+}
+
+/*
+ * Journals part of c's record; the history then reads it back from there
+ * instead of keeping it in memory.
+ */
+int
+agent_record_cell(struct agent *a, const struct cell *c, int outputs)
+{
+	uint64_t off;
+	size_t len;
+	int rc;
+
+	rc = agent_record(a, outputs ? "output" : "input", cell_record(c,
+	    outputs ? cells_outputs_json : cells_inputs_json));
+	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
+		journal_last(a->journal, &off, &len);
+		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,
+		    off, len);
+	}
+	return rc;
+}
+
+/* --- the successor ------------------------------------------------------- */
+
+void
+agent_clear_successor(struct agent *a)
+{
+	free(a->succ_code);
+	free(a->succ_summary);
+	a->succ_code = a->succ_summary = NULL;
+	a->has_succ = 0;
+}
+
+static enum submit_result
+submit(void *ctx, uint32_t cell, const char *code, size_t len,
+    const char *summary)
+{
+	struct agent *a = ctx;
+	const struct cell *cur = runner_current(a->runner);
+	int for_recovery = a->recovering && cell == a->recovery_for;
+
+	if (!for_recovery && (cur == NULL || cur->n != cell))
+		return SUBMIT_INACTIVE;
+	if (a->has_succ && a->succ_for == cell)
+		return SUBMIT_ALREADY;
+	agent_clear_successor(a);
+	a->succ_code = malloc(len + 1);
+	a->succ_summary = strdup(summary);
+	if (a->succ_code == NULL || a->succ_summary == NULL) {
+		agent_clear_successor(a);
+		return SUBMIT_INACTIVE;
+	}
+	memcpy(a->succ_code, code, len);
+	a->succ_code[len] = '\0';
+	a->succ_len = len;
+	a->succ_for = cell;
+	a->has_succ = 1;
+	/* keyed by the cell it follows: a repair cell by the failed one */
+	(void)agent_record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
+	    "cell", (int)(for_recovery && a->failed != NULL ? a->failed->n :
+	    cell), "code", code, len, "summary", summary, "repair",
+	    for_recovery));
+	return for_recovery ? SUBMIT_REPAIR : SUBMIT_OK;
+}
+
+struct host_binding
+agent_binding(struct agent *a, uint32_t cell)
+{
+	struct host_binding b;
+
+	b.cell = cell;
+	b.history = runner_cells(a->runner);
+	b.submit = submit;
+	b.ctx = a;
+	return b;
+}
+
+/* --- the loop ------------------------------------------------------------- */
+
+void
+agent_run_cell(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by)
+{
+	struct cell *c;
+
+	/* code may be the successor itself: record the cell (a copy) first */
+	c = runner_run(a->runner, code, len, summary, NULL, generated_by);
+	agent_clear_successor(a);
+	if (c == NULL) {
+		agent_stop(a, EXIT_FAILED, "cannot start the next cell");
+		return;
+	}
+	(void)agent_record_cell(a, c, 0);
+	if (a->cfg.verbose)
+		agent_show_code(c);
+	notify_status("cell %u: %s", c->n,
+	    c->summary != NULL ? c->summary : "");
+	tui_set_cell(c->n, c->summary);
+}
+
+/* The record of a cell that ended normally without a successor. */
+static void
+mark_no_successor(struct cell *c)
+{
+	c->status = CELL_ERROR;
+	c->kind = KIND_NO_SUCCESSOR;
+	cells_set_detail(c, "the cell ended without submitting the next cell "
+	    "with set_next_cell_code");
+}
+
+static void
+a_finished(void *ctx, struct cell *c)
+{
+	struct agent *a = ctx;
+	int has = a->has_succ && a->succ_for == c->n;
+
+	if (c->status == CELL_OK && !has)
+		mark_no_successor(c);
+	agent_calls_cell_over(a, c);
+	(void)agent_record_cell(a, c, 1);
+	agent_show_result(a, c);
+	if (c->status == CELL_EXITED) {
+		agent_stop(a, EXIT_OK, NULL);
+	} else if (c->status == CELL_INTERRUPTED) {
+		agent_stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt "
+		    "or SystemExit: stopping");
+	} else if (agent_over_budget(a, c)) {
+		return;
+	} else if (c->status == CELL_OK) {
+		a->failures = a->failed_cells = 0;
+		agent_run_cell(a, a->succ_code, a->succ_len, a->succ_summary,
+		    c->n);
+	} else {
+		agent_failed(a, c, 1);
+	}
+}
+
+/* --- set-up ------------------------------------------------------------------ */
+
+static void
+a_fatal(void *ctx, const char *why)
+{
+	struct agent *a = ctx;
+	char buf[512];
+
+	agent_stop(a, EXIT_WORKER, runstop_fatal_why(buf, sizeof buf, why));
+}
+
+static const struct runner_ops agent_runner_ops = {
+	agent_output, a_finished, agent_request, a_fatal
+};
+
+/*
+ * The watchdog's rule of progress (notify.h): a cell is running or
+ * waiting for its worker (bounded by the cell's timeout and the worker's
+ * ready timeout), or a model call is open (bounded by its request timeout
+ * and the outage patience). A run waiting for nothing is not alive, and
+ * systemd restarts it from its journal.
+ */
+static int
+a_alive(void *ctx)
+{
+	const struct agent *a = ctx;
+
+	return runner_busy(a->runner) || model_busy(a->model);
+}
+
+/* Writes the stop record (once); the exit status. */
+static int
+end_run(struct agent *a, int rc)
+{
+	if (a->journal_broken)
+		rc = EXIT_JOURNAL;
+	if (!a->journal_ended && a->journal != NULL &&
+	    agent_record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
+	    "reason", a->stop_reason, "at", loop_wall())) < 0)
+		rc = EXIT_JOURNAL;
+	a->journal_ended = 1;
+	return rc;
+}
+
+static int
+agent_run(struct agent *a, const char *wpath)
+{
+	struct runner_config rcfg;
+	char *code;
+	int rc;
+
+	a->loop = loop_new();
+	a->red = redact_new_from_environ(environ);
+	if (a->loop == NULL || a->red == NULL ||
+	    runstop_setup(&a->stops, a->loop) < 0)
+		fatal("agent: set-up");
+	out_set_redact(a->red);		/* the gate for everything shown */
+	out_attach(a->loop);
+	if (agent_open_journal(a) < 0)	/* said why */
+		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
+	if (a->stopping)	/* ended already, or a crash loop */
+		return end_run(a, a->stop_rc);
+	if (agent_setup_model(a) < 0)
+		return EXIT_USAGE;
+	notify_init(a->loop);
+	notify_set_alive(a_alive, a);
+	a->signatures = json_object();
+	agent_start_deadline(a);
+	if (tui_init(a->loop, 1))
+		(void)atexit(tui_end);
+	config_runner(&rcfg, &a->cfg, wpath, 0);
+	rcfg.red = a->red;
+	rcfg.jail = &a->view.jc;
+	rcfg.pause_ui = tui_pause;	/* input() owns the terminal meanwhile */
+	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
+	a->stops.runner = a->runner;
+	if (a->runner != NULL) {
+		log_info("isolation: %s", runner_isolation(a->runner));
+		(void)agent_record(a, "isolation", json_pack("{s:s, s:s}",
+		    "isolation", runner_isolation(a->runner), "containment",
+		    runner_containment(a->runner)));
+	}
+	if (a->runner == NULL)
+		return EXIT_WORKER;	/* said why */
+	runner_on_death(a->runner, agent_worker_death, a);
+	if (runner_start(a->runner) < 0) {
+		log_warn("cannot start %s", wpath);
+		return EXIT_WORKER;
+	}
+	rc = a->cfg.resume ? agent_resume(a) : -1;
+	/* the history reads old cells back from the journal itself */
+	json_decref(a->records);
+	a->records = NULL;
+	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
+		code = agent_first_cell(a->task);
+		if (code != NULL)
+			agent_run_cell(a, code, strlen(code),
+			    "Ask the model for the first cell.", -1);
+		else
+			agent_stop(a, EXIT_FAILED, "out of memory writing "
+			    "cell 0");
+		free(code);
+	}
+	/* a stop decided while resuming ends the process: no loop */
+	if (!a->stopping) {
+		notify_ready();
+		rc = loop_run(a->loop);
+	} else {
+		rc = a->stop_rc;
+	}
+	/* calls still open are cut now: their estimate is journaled */
+	a->tokens_final = model_total_tokens(a->model);
+	model_usage(a->model, &a->usage_final);
+	model_free(a->model);
+	a->model = NULL;
+	rc = end_run(a, rc);
+	tui_end();
+	notify_stopping();
+	return rc;
+}
+
+static void
+agent_free(struct agent *a)
+{
+	model_free(a->model);
+	runner_free(a->runner);
+	view_clear(&a->view);
+	hosttools_free(a->host);
+	out_attach(NULL);
+	out_set_redact(NULL);
+	redact_free(a->red);
+	loop_free(a->loop);
+	agent_clear_successor(a);
+	free(a->instructions);
+	journal_close(a->journal);
+	json_decref(a->records);
+	free(a->task_kept);
+	json_decref(a->signatures);
+	free(a->stop_reason);
+	free(a->restart_note);
+	config_clear(&a->cfg);
+}
+
+int
+agent_main(int argc, char **argv)
+{
+	struct agent a;
+	char *wpath;
+	int rc;
+
+	memset(&a, 0, sizeof a);
+	rc = config_parse(&a.cfg, argc, argv, "agentz");
+	if (rc != 0) {
+		config_clear(&a.cfg);
+		return rc > 0 ? EXIT_OK : EXIT_USAGE;
+	}
+	log_init("agentz", a.cfg.verbose);
+	if ((a.cfg.resume && a.cfg.journal == NULL) || a.cfg.nargs > 1 ||
+	    (!a.cfg.resume && (a.cfg.nargs != 1 || *a.cfg.args[0] == '\0'))) {
+		(void)fprintf(stderr, "agentz: give the task as one argument, "
+		    "e.g. agentz \"summarise README.md\", or --resume with "
+		    "--journal FILE (see agentz --help)\n");
+		config_clear(&a.cfg);
+		return EXIT_USAGE;
+	}
+	if (agent_set_price(&a) < 0) {
+		config_clear(&a.cfg);
+		return EXIT_USAGE;
+	}
+	a.task = a.cfg.nargs == 1 ? a.cfg.args[0] : NULL;
+	wpath = config_worker_path(&a.cfg);
+	if (wpath == NULL)
+		fatal("agent: worker path");
+	if (view_init(&a.view, &a.cfg, wpath, "agentz") < 0)
+		rc = EXIT_USAGE;
+	else
+		rc = agent_run(&a, wpath);
+	agent_free(&a);
+	free(wpath);
+	return rc;
+}

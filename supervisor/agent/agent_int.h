@@ -1,0 +1,131 @@
+/*
+ * agent_int.h - private to the agent run's files (agent.c, prompt.c,
+ * show.c, budget.c, resume.c, agentcall.c, repair.c): the run's state and
+ * the functions they share. Nothing outside them includes it; the run's
+ * public face is agent.h.
+ */
+#ifndef AGENTZ_AGENT_INT_H
+#define AGENTZ_AGENT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "proto/proto.h"
+#include "supervisor/front/config.h"
+#include "supervisor/model/hosttools.h"
+#include "supervisor/model/jspan.h"
+#include "supervisor/model/model.h"
+#include "supervisor/model/price.h"
+#include "supervisor/run/runner.h"
+#include "supervisor/front/runstop.h"
+#include "supervisor/front/view.h"
+
+#define RECOVERY_SUMMARY \
+	"Analyze the previous cell's error and generate repair code."
+
+struct journal;
+struct pending;
+
+struct agent {
+	struct config cfg;
+	struct view view;
+	const char *task;
+	char *task_kept;	/* the task read back from the journal */
+	struct loop *loop;
+	struct runner *runner;
+	struct model *model;
+	struct hosttools *host;
+	struct redact *red;
+	char *instructions;
+	/* the successor registered for cell succ_for */
+	uint32_t succ_for;
+	int has_succ;
+	char *succ_code, *succ_summary;
+	size_t succ_len;
+	/* a repair request in flight: its successor becomes cell recovery_for */
+	int recovering;
+	uint32_t recovery_for;
+	/* consecutive failures: failed cells and repair requests that gave
+	 * no cell; failed_cells counts only the cells (that ran) */
+	unsigned failures, failed_cells;
+	struct cell *failed;	/* the record the repair is about */
+	struct journal *journal;	/* NULL: not journaled */
+	json_t *records;		/* the journal read back (--resume) */
+	char *stop_reason;
+	int stopping;			/* a stop was decided: stop_rc */
+	int stop_rc;
+	int journal_broken;		/* a write failed: EXIT_JOURNAL */
+	int journal_ended;		/* the stop record is written */
+	json_t *signatures;		/* failure signature -> times seen */
+	unsigned worst_repeat;		/* most times one signature was seen */
+	/* tokens: the journal's (earlier starts), estimates of calls that
+	 * reported no usage, what the model counted at its end, the last
+	 * total journaled */
+	long long tokens_base, tokens_est, tokens_final, tokens_journaled;
+	/* money (USD), when a price is known (priced): the journal's, the
+	 * estimates of calls that reported no usage; usage_final is what the
+	 * model counted at its end */
+	struct price price;
+	int priced;
+	double cost_base, cost_est;
+	struct model_usage usage_final;
+	double run_started;		/* wall clock of the run's first start */
+	char *restart_note;		/* for the next model request (resume) */
+	long long recovery_tokens_at;	/* the repair request's count_call */
+	size_t recovery_bytes, recovery_streamed;
+	struct pending *calls;		/* the cells' model calls in flight */
+	struct runstop stops;		/* signals */
+};
+
+/* agent.c: stopping, journal records, the successor, the run loop */
+void agent_stop(struct agent *a, int rc, const char *why);
+int agent_record(struct agent *a, const char *type, json_t *rec);
+int agent_record_cell(struct agent *a, const struct cell *c, int outputs);
+void agent_clear_successor(struct agent *a);
+struct host_binding agent_binding(struct agent *a, uint32_t cell);
+void agent_run_cell(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by);
+
+/* prompt.c: cell 0 and the model client */
+char *agent_first_cell(const char *task);
+int agent_setup_model(struct agent *a);
+
+/* show.c: what the run shows */
+void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
+    size_t n);
+void agent_show_code(const struct cell *c);
+void agent_show_result(const struct agent *a, const struct cell *c);
+
+/* budget.c: budgets, spending and failure counts */
+long long agent_tokens(const struct agent *a);
+const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
+void agent_count_call(struct agent *a, const char *type, long long tokens_at,
+    size_t bytes);
+int agent_too_many_failures(struct agent *a, uint32_t last);
+char *agent_failure_signature(const struct cell *c);
+json_int_t agent_count_failure(struct agent *a, const struct cell *c,
+    const char *sig);
+int agent_over_budget(struct agent *a, const struct cell *c);
+int agent_resume_over_budget(struct agent *a);
+void agent_start_deadline(struct agent *a);
+int agent_set_price(struct agent *a);
+
+/* resume.c: the journal, resuming, the restart note */
+void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
+char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
+    size_t *n);
+int agent_open_journal(struct agent *a);
+int agent_resume(struct agent *a);
+
+/* agentcall.c: call_me requests in flight */
+void agent_worker_death(void *ctx, struct cell *c);
+void agent_calls_cell_over(struct agent *a, struct cell *c);
+void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
+
+/* repair.c: repair requests after a failure */
+void agent_failed(struct agent *a, struct cell *c, int ran);
+void agent_start_recovery(struct agent *a);
+
+#endif

@@ -1,0 +1,382 @@
+/*
+ * agentcall.c - call_me requests from cells: a model call per request,
+ * the list of those in flight (each cancelled with its cell or its
+ * worker), the answer or error back to the worker (see agent_int.h).
+ */
+#include "supervisor/agent/agent_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "proto/proto.h"
+#include "supervisor/model/hosttools.h"
+#include "supervisor/model/jspan.h"
+#include "supervisor/model/model.h"
+#include "supervisor/text/redact.h"
+#include "supervisor/run/runner.h"
+#include "supervisor/front/tui.h"
+
+/* A call_me from the worker, waiting for its model call (a->calls). */
+struct pending {
+	struct agent *a;
+	struct pending *next;
+	uint64_t req;		/* the worker's request id */
+	unsigned gen;		/* worker generation that asked */
+	long long tokens_at;	/* the model's count when it was sent */
+	size_t sent, streamed;	/* bytes, for the estimate of a cut call */
+	uint64_t call;		/* the model call */
+	uint32_t cell;		/* the cell that asked */
+	int starting;		/* inside model_call: done only marks ended */
+	int ended;
+	int gone;		/* the worker that asked died: no answer */
+	unsigned dropped;	/* stream events the worker had no room for */
+};
+
+static int
+same_worker(const struct pending *p)
+{
+	return !p->gone &&
+	    worker_generation(runner_worker(p->a->runner)) == p->gen;
+}
+
+static void
+pending_unlink(struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &p->a->calls; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+}
+
+static struct pending *
+pending_of(const struct agent *a, int all, uint32_t cell)
+{
+	struct pending *p;
+
+	for (p = a->calls; p != NULL; p = p->next)
+		if (all || p->cell == cell)
+			return p;
+	return NULL;
+}
+
+/*
+ * Ends the model calls of cell (all: of every cell of the worker) at
+ * once, their connections closed; gone: their worker died, nothing to
+ * answer. Returns how many of cell's calls were ended.
+ */
+static unsigned
+end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
+{
+	struct pending *p;
+	unsigned n = 0;
+
+	while ((p = pending_of(a, all, cell)) != NULL) {
+		n += p->cell == cell;
+		p->gone |= gone;
+		if (model_end(a->model, p->call, why) == 0) {
+			pending_unlink(p);	/* not open: nothing runs */
+			free(p);
+		}
+	}
+	return n;
+}
+
+/* c's record says its model calls were cancelled (n > 0). */
+static void
+note_cancelled(struct cell *c, unsigned n)
+{
+	char *d;
+
+	c->calls_cancelled += n;
+	if (n == 0 || asprintf(&d, "%s%s%u model call%s in flight %s "
+	    "cancelled", c->detail != NULL ? c->detail : "", c->detail != NULL ?
+	    "; " : "", n, n == 1 ? "" : "s", n == 1 ? "was" : "were") < 0)
+		return;
+	cells_set_detail(c, d);
+	free(d);
+	log_warnx("cell %u: %u model call%s in flight cancelled", c->n, n,
+	    n == 1 ? "" : "s");
+}
+
+/* The worker died or was killed: every call it made ends now. */
+void
+agent_worker_death(void *ctx, struct cell *c)
+{
+	struct agent *a = ctx;
+	char why[96];
+	unsigned n;
+
+	if (a->calls == NULL)
+		return;
+	if (c != NULL)
+		(void)snprintf(why, sizeof why, "cell %u was killed: its model "
+		    "call was cancelled", c->n);
+	else
+		(void)snprintf(why, sizeof why, "the worker died: the model "
+		    "call was cancelled");
+	n = end_calls(a, 1, c != NULL ? c->n : 0, 1, why);
+	if (c != NULL)
+		note_cancelled(c, n);
+	else
+		log_warnx("the worker died: the model calls of its threads "
+		    "were cancelled");
+}
+
+/*
+ * Cell c ended: its stored host outputs go; a timed-out cell's calls end
+ * now (their thread is told), those of a cell that ended normally may
+ * finish their round but are not continued (SPEC §3: Cell N has finished).
+ */
+void
+agent_calls_cell_over(struct agent *a, struct cell *c)
+{
+	struct pending *p;
+	char why[96];
+
+	hosttools_cell_over(a->host, c->n);
+	if (c->timeout_stage != NULL) {
+		(void)snprintf(why, sizeof why, "cell %u exceeded its timeout: "
+		    "its model call was cancelled", c->n);
+		note_cancelled(c, end_calls(a, 0, c->n, 0, why));
+		return;
+	}
+	for (p = a->calls; p != NULL; p = p->next)
+		if (p->cell == c->n)
+			(void)model_seal(a->model, p->call);
+}
+
+static void
+call_event(void *ctx, const char *json, size_t len)
+{
+	struct pending *p = ctx;
+
+	if (same_worker(p) && runner_event(p->a->runner, p->req, json,
+	    len) < 0 && errno == ENOBUFS)
+		p->dropped++;
+}
+
+static void
+reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
+{
+	runner_reply_error(a->runner, req, type, msg);
+}
+
+static void
+call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
+{
+	struct pending *p = ctx;
+	struct agent *a = p->a;
+	char *s, *clean;
+	size_t n;
+
+	pending_unlink(p);
+	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed);
+	if (same_worker(p) && type != NULL) {
+		reply_error(a, p->req, type, msg);
+	} else if (same_worker(p) && p->dropped > 0) {
+		char why[160];
+
+		(void)snprintf(why, sizeof why, "%u stream events were dropped: "
+		    "the cell did not read its stream and the queue to it was "
+		    "full", p->dropped);
+		reply_error(a, p->req, "ModelError", why);
+	} else if (same_worker(p)) {
+		s = json_dumps(resp, JSON_COMPACT);
+		/* no copy when there is no secret to clean */
+		clean = s != NULL && redact_count(a->red) > 0 ?
+		    redact_string(a->red, s, strlen(s), &n) : NULL;
+		if (clean == NULL && s != NULL)
+			n = strlen(s);
+		if (clean != NULL || s != NULL)
+			(void)runner_reply(a->runner, p->req, REPLY_OK,
+			    clean != NULL ? clean : s, n);
+		else
+			reply_error(a, p->req, "ModelError", "out of memory");
+		free(s);
+		free(clean);
+	}
+	if (p->starting)
+		p->ended = 1;	/* a_request frees it */
+	else
+		free(p);
+}
+
+static void
+call_progress(void *ctx, size_t delta_bytes)
+{
+	struct pending *p = ctx;
+
+	if (delta_bytes > p->streamed)
+		p->streamed = delta_bytes;
+	tui_set_streaming(delta_bytes);
+}
+
+static const struct model_call_ops call_ops = {
+	call_event, call_progress, call_done
+};
+
+/*
+ * A call_me body up to CALL_TREE_MAX is parsed into a jansson tree; a
+ * bigger one (image inputs, long histories: up to the frame limit) keeps
+ * its input as text, spliced into the request, because the tree of many
+ * small items is ~21x its text. Its other parameters are still parsed,
+ * and must together stay within CALL_TREE_MAX.
+ */
+#define CALL_TREE_MAX ((size_t)1 << 20)
+
+static struct pending *
+pending_new(struct agent *a, const struct msg_request *q)
+{
+	struct pending *p = calloc(1, sizeof *p);
+
+	if (p == NULL) {
+		reply_error(a, q->id, "ModelError", "out of memory");
+		return NULL;
+	}
+	p->a = a;
+	p->req = q->id;
+	p->gen = worker_generation(runner_worker(a->runner));
+	p->tokens_at = model_total_tokens(a->model);
+	p->sent = q->body.len;
+	return p;
+}
+
+/* p becomes cell's call in flight (a->calls), cancelled with the cell. */
+static void
+call_begin(struct agent *a, struct pending *p, uint32_t cell)
+{
+	p->cell = cell;
+	p->starting = 1;
+	p->next = a->calls;
+	a->calls = p;
+}
+
+/* The model call started as id (0: it already ended, done was called). */
+static void
+call_started(struct pending *p, uint64_t id)
+{
+	p->call = id;
+	p->starting = 0;
+	if (p->ended)
+		free(p);
+}
+
+/* The parameters other than input, parsed, and input as a span. */
+static json_t *
+split_params(struct jspan params, struct jspan *input, char *err, size_t size)
+{
+	struct jspan_iter it;
+	struct jspan k, v;
+	struct buf rest;
+	json_t *j = NULL;
+
+	*input = (struct jspan){ NULL, 0 };
+	buf_init(&rest);
+	if (jspan_iter_init(&it, params) != '{') {
+		(void)snprintf(err, size, "call_me: the parameters must be "
+		    "keyword arguments");
+		return NULL;
+	}
+	(void)buf_append(&rest, "{", 1);
+	while (jspan_iter_next(&it, &k, &v)) {
+		if (jspan_is(k, "input")) {
+			*input = v;
+			continue;
+		}
+		if ((rest.len > 1 && buf_append(&rest, ",", 1) < 0) ||
+		    buf_append(&rest, k.p - 1, (size_t)(v.p + v.n - k.p + 1)) < 0)
+			break;
+	}
+	if (rest.len + 1 > CALL_TREE_MAX)
+		(void)snprintf(err, size, "call_me: the parameters other than "
+		    "input are %zu bytes, over their %zu-byte cap", rest.len + 1,
+		    CALL_TREE_MAX);
+	else if (buf_append(&rest, "}", 1) == 0)
+		j = json_loadb((const char *)rest.data, rest.len, 0, NULL);
+	buf_clear(&rest);
+	return j;
+}
+
+static void
+a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
+    struct pending *p)
+{
+	struct jspan body = { q->body.ptr, q->body.len }, k, v, params = { 0 };
+	struct jspan input;
+	struct jspan_iter it;
+	struct host_binding b;
+	char err[160] = "call_me: the request body is not valid JSON";
+	char *noted;
+	size_t n = 0;
+	int stream = 0;
+	json_t *rest = NULL;
+
+	if (jspan_valid(body.p, body.n) && jspan_iter_init(&it, body) == '{') {
+		while (jspan_iter_next(&it, &k, &v)) {
+			if (jspan_is(k, "params"))
+				params = v;
+			else if (jspan_is(k, "stream"))
+				stream = jspan_is(v, "true");
+		}
+	}
+	if (params.p != NULL && (rest = split_params(params, &input, err,
+	    sizeof err)) != NULL && jspan_kind(input) != '"' &&
+	    jspan_kind(input) != '[') {
+		(void)snprintf(err, sizeof err, "call_me: input must be a string "
+		    "or a list of items");
+		json_decref(rest);
+		rest = NULL;
+	}
+	if (rest == NULL) {
+		reply_error(a, q->id, "TypeError", err);
+		free(p);
+		return;
+	}
+	noted = agent_restart_note_raw(a, input, "\n\n", &n);
+	if (noted != NULL)
+		input = (struct jspan){ noted, n };
+	b = agent_binding(a, c->n);
+	call_begin(a, p, c->n);
+	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
+	    &call_ops, p));
+	free(noted);
+	json_decref(rest);
+}
+
+void
+agent_request(void *ctx, struct cell *c, const struct msg_request *q)
+{
+	struct agent *a = ctx;
+	struct pending *p;
+	struct host_binding b;
+	json_t *body;
+
+	if ((p = pending_new(a, q)) == NULL)
+		return;
+	if (q->body.len > CALL_TREE_MAX) {
+		a_request_raw(a, c, q, p);
+		return;
+	}
+	body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
+	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
+		reply_error(a, q->id, "TypeError", "call_me: the request body "
+		    "is not a JSON object");
+		json_decref(body);
+		free(p);
+		return;
+	}
+	agent_add_restart_note(a, json_object_get(body, "params"), "\n\n");
+	b = agent_binding(a, c->n);
+	call_begin(a, p, c->n);
+	call_started(p, model_call(a->model, json_object_get(body, "params"),
+	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p));
+	json_decref(body);
+}

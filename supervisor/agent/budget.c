@@ -1,0 +1,270 @@
+/*
+ * budget.c - the run's budgets and hard stops outside the model (SPEC §8):
+ * cells, tokens and cost (the price, estimates of calls that reported no
+ * usage), the run deadline, consecutive and repeated failures
+ * (see agent_int.h).
+ */
+#include "supervisor/agent/agent_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "supervisor/front/config.h"
+#include "supervisor/loop/loop.h"
+#include "supervisor/model/model.h"
+#include "supervisor/model/price.h"
+#include "supervisor/run/runner.h"
+#include "supervisor/front/tui.h"
+
+#define MAX_FAILURES 3
+
+/* Tokens of the whole run, across restarts. */
+long long
+agent_tokens(const struct agent *a)
+{
+	return a->tokens_base + a->tokens_est + (a->model != NULL ?
+	    model_total_tokens(a->model) : a->tokens_final);
+}
+
+/* USD spent by the whole run, across restarts; 0 without a price. */
+static double
+agent_cost(const struct agent *a)
+{
+	struct model_usage u = a->usage_final;
+
+	if (!a->priced)
+		return 0;
+	if (a->model != NULL)
+		model_usage(a->model, &u);
+	return a->cost_base + a->cost_est + price_cost(&a->price, u.input,
+	    u.cached, u.output);
+}
+
+/* ", $0.42" for the status lines when a price is known, else "". */
+const char *
+agent_cost_note(const struct agent *a, char *buf, size_t n)
+{
+	char money[32];
+
+	if (!a->priced)
+		return "";
+	(void)snprintf(buf, n, ", %s", price_format(agent_cost(a), money,
+	    sizeof money));
+	return buf;
+}
+
+/*
+ * A model call ended: count it, and journal the run's tokens and cost. A
+ * call that failed or was cut reports no usage, yet was paid for: its
+ * estimate (about 4 bytes a token, sent and streamed) counts instead.
+ */
+void
+agent_count_call(struct agent *a, const char *type, long long tokens_at,
+    size_t bytes)
+{
+	long long total, est;
+	json_t *rec;
+
+	if (type != NULL && a->model != NULL &&
+	    model_total_tokens(a->model) == tokens_at) {
+		est = (long long)(bytes + 3) / 4;
+		a->tokens_est += est;
+		/* which of the estimate was input is unknown: priced all as
+		 * output, the dearest kind (the pessimistic choice) */
+		a->cost_est += price_cost(&a->price, 0, 0, est);
+	}
+	total = agent_tokens(a);
+	tui_set_total(total);
+	if (a->priced)
+		tui_set_cost(agent_cost(a));
+	if (total != a->tokens_journaled) {
+		a->tokens_journaled = total;
+		rec = json_pack("{s:I, s:I}", "tokens", (json_int_t)total,
+		    "estimated", (json_int_t)a->tokens_est);
+		if (rec != NULL && a->priced)
+			(void)json_object_set_new(rec, "cost",
+			    json_real(agent_cost(a)));
+		(void)agent_record(a, "usage", rec);
+	}
+}
+
+/* Stops the run once the consecutive failures reach MAX_FAILURES, saying
+ * how many cells failed and how many repair requests gave no cell. */
+int
+agent_too_many_failures(struct agent *a, uint32_t last)
+{
+	unsigned asked = a->failures - a->failed_cells;
+	char why[192];
+
+	if (a->failures < MAX_FAILURES)
+		return 0;
+	if (asked == 0)
+		(void)snprintf(why, sizeof why, "stopping: %u consecutive failed "
+		    "cells (the last is cell %u)", a->failures, last);
+	else
+		(void)snprintf(why, sizeof why, "stopping: %u consecutive "
+		    "failures: %u failed cell%s (the last is cell %u) and %u "
+		    "repair request%s that gave no cell", a->failures,
+		    a->failed_cells, a->failed_cells == 1 ? "" : "s", last,
+		    asked, asked == 1 ? "" : "s");
+	agent_stop(a, EXIT_FAILED, why);
+	return 1;
+}
+
+/* What identifies a failure: kind, exception type, the traceback's last
+ * line (the message), or the detail. */
+char *
+agent_failure_signature(const struct cell *c)
+{
+	const char *tb = c->traceback, *last = tb, *p;
+	char *sig;
+	int n = 0;
+
+	for (p = tb; p != NULL && *p != '\0'; p++)
+		if (*p == '\n' && p[1] != '\0')
+			last = p + 1;
+	if (last != NULL)
+		n = (int)strcspn(last, "\n");
+	if (asprintf(&sig, "%s|%s|%.*s|%s", cells_kind_name(c->kind) ?
+	    cells_kind_name(c->kind) : "", c->exception_type ?
+	    c->exception_type : "", n, last ? last : "", last == NULL &&
+	    c->detail ? c->detail : "") < 0)
+		return NULL;
+	return sig;
+}
+
+/*
+ * Counts c's failure signature (a restart is not the code's failure);
+ * returns how many times it was seen, 0 for a cell that did not fail.
+ */
+json_int_t
+agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
+{
+	json_int_t seen;
+
+	if (c->status != CELL_ERROR || c->kind == KIND_RESTART)
+		return 0;
+	seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
+	(void)json_object_set_new(a->signatures, sig, json_integer(seen));
+	if (seen > (json_int_t)a->worst_repeat)
+		a->worst_repeat = (unsigned)seen;
+	return seen;
+}
+
+/* Says in why (left alone otherwise) that the cost budget is spent. */
+static void
+over_cost(const struct agent *a, char *why, size_t n)
+{
+	char spent[32], budget[32];
+
+	if (a->cfg.max_cost <= 0 || agent_cost(a) < a->cfg.max_cost)
+		return;
+	(void)snprintf(why, n, "stopping: the model calls cost %s, the cost "
+	    "budget (--max-cost) is %s", price_format(agent_cost(a), spent,
+	    sizeof spent), price_format(a->cfg.max_cost, budget,
+	    sizeof budget));
+}
+
+/* Stops the run (1) when a budget is spent after cell c. */
+int
+agent_over_budget(struct agent *a, const struct cell *c)
+{
+	char why[512], *sig;
+	json_int_t seen;
+
+	why[0] = '\0';
+	if (a->cfg.max_cells > 0 && runner_cells(a->runner)->n >=
+	    a->cfg.max_cells)
+		(void)snprintf(why, sizeof why, "stopping: the budget of %u "
+		    "cells is spent", a->cfg.max_cells);
+	else if (a->cfg.max_tokens > 0 && agent_tokens(a) >=
+	    a->cfg.max_tokens)
+		(void)snprintf(why, sizeof why, "stopping: %lld tokens used, the "
+		    "budget is %lld", agent_tokens(a), a->cfg.max_tokens);
+	else
+		over_cost(a, why, sizeof why);
+	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
+	    (sig = agent_failure_signature(c)) != NULL) {
+		seen = agent_count_failure(a, c, sig);
+		if (seen >= (json_int_t)a->cfg.max_same_failure)
+			(void)snprintf(why, sizeof why, "stopping: the same failure "
+			    "happened %lld times (%s)", (long long)seen, sig);
+		free(sig);
+	}
+	if (why[0] == '\0')
+		return 0;
+	agent_stop(a, EXIT_BUDGET, why);
+	return 1;
+}
+
+static void
+on_run_deadline(struct loop *l, void *ctx)
+{
+	struct agent *a = ctx;
+	char why[96];
+
+	(void)l;
+	(void)snprintf(why, sizeof why, "stopping: the run deadline of %.0f s "
+	    "was reached", a->cfg.deadline);
+	agent_stop(a, EXIT_BUDGET, why);
+}
+
+/* Stops (1) a resumed run whose budget was spent before the restart. */
+int
+agent_resume_over_budget(struct agent *a)
+{
+	char why[192];
+	double ran = loop_wall() - a->run_started;
+
+	if (agent_over_budget(a, NULL))
+		return 1;
+	if (a->cfg.max_same_failure > 0 &&
+	    a->worst_repeat >= a->cfg.max_same_failure)
+		(void)snprintf(why, sizeof why, "stopping: the same failure "
+		    "happened %u times", a->worst_repeat);
+	else if (a->cfg.deadline > 0 && ran >= a->cfg.deadline)
+		(void)snprintf(why, sizeof why, "stopping: the run deadline of "
+		    "%.0f s was reached (the run started %.0f s ago)",
+		    a->cfg.deadline, ran);
+	else
+		return 0;
+	agent_stop(a, EXIT_BUDGET, why);
+	return 1;
+}
+
+void
+agent_start_deadline(struct agent *a)
+{
+	double left = a->cfg.deadline - (loop_wall() - a->run_started);
+
+	/* a resumed run past it is stopped by resume_over_budget */
+	if (a->cfg.deadline > 0 && left > 0)
+		(void)loop_timer(a->loop, (uint64_t)(left * 1000.0),
+		    on_run_deadline, a);
+}
+
+/*
+ * The price of the run's model: --price, else the built-in table. Without
+ * one, --max-cost cannot be kept: refused (-1) before anything starts.
+ */
+int
+agent_set_price(struct agent *a)
+{
+	if (a->cfg.has_price) {
+		a->price = a->cfg.price;
+		a->priced = 1;
+	} else {
+		a->priced = price_lookup(a->cfg.model, &a->price) == 0;
+	}
+	if (a->cfg.max_cost > 0 && !a->priced) {
+		(void)fprintf(stderr, "agentz: --max-cost needs the price of the "
+		    "model %s, which is not built in: give it with --price "
+		    "IN,CACHED,OUT (USD per 1M input, cached input and output "
+		    "tokens)\n", a->cfg.model);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,121 @@
+/*
+ * repair.c - after a failed cell: the repair request to the model (the
+ * failed cell's record, redacted) and what its answer starts: the repair
+ * cell, or one more failure (see agent_int.h).
+ */
+#include "supervisor/agent/agent_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "supervisor/front/config.h"
+#include "supervisor/model/model.h"
+#include "supervisor/text/redact.h"
+#include "supervisor/run/runner.h"
+#include "supervisor/text/said.h"
+#include "supervisor/front/tui.h"
+
+#define SAID_MAX 300	/* bytes of the model's words in a log line */
+#define RECOVERY_PREFIX "Repair the failed cell and continue the original " \
+	"task. Existing side effects are not rolled back.\n"
+
+/* ran: c is a cell that ran and failed, not a repair that gave none. */
+void
+agent_failed(struct agent *a, struct cell *c, int ran)
+{
+	a->failures++;
+	a->failed_cells += ran != 0;
+	a->failed = c;
+	if (!agent_too_many_failures(a, c->n))
+		agent_start_recovery(a);
+}
+
+/* The repair answer held no cell: say what the model said instead. */
+static void
+no_repair_cell(const struct agent *a, const json_t *resp)
+{
+	char *said = said_text(resp, a->red, SAID_MAX);
+
+	if (said != NULL && *said != '\0')
+		log_warnx("the model did not submit a repair cell; it said: %s",
+		    said);
+	else
+		log_warnx("the model did not submit a repair cell (its answer "
+		    "held no text)");
+	free(said);
+}
+
+static void
+recovery_done(void *ctx, const json_t *resp, const char *type,
+    const char *msg)
+{
+	struct agent *a = ctx;
+
+	(void)resp;
+	a->recovering = 0;
+	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
+	    a->recovery_streamed);
+	if (type != NULL)
+		log_warnx("repair request failed: %s: %s", type, msg);
+	if (agent_over_budget(a, NULL))
+		return;
+	if (type == NULL && a->has_succ && a->succ_for == a->recovery_for) {
+		agent_run_cell(a, a->succ_code, a->succ_len, RECOVERY_SUMMARY,
+		    -1);
+		return;
+	}
+	if (type == NULL)
+		no_repair_cell(a, resp);
+	agent_failed(a, a->failed, 0);
+}
+
+static void
+recovery_progress(void *ctx, size_t delta_bytes)
+{
+	struct agent *a = ctx;
+
+	if (delta_bytes > a->recovery_streamed)
+		a->recovery_streamed = delta_bytes;
+	tui_set_streaming(delta_bytes);
+}
+
+static const struct model_call_ops recovery_ops = {
+	NULL, recovery_progress, recovery_done
+};
+
+void
+agent_start_recovery(struct agent *a)
+{
+	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
+	struct host_binding b;
+	char *text, *clean;
+	size_t n;
+
+	(void)json_object_update_new(rec, cells_json(a->failed));
+	text = json_dumps(rec, JSON_COMPACT);
+	json_decref(rec);
+	clean = text != NULL ? redact_string(a->red, text, strlen(text), &n) :
+	    NULL;
+	free(text);
+	if (clean == NULL) {
+		agent_stop(a, EXIT_FAILED, "out of memory");
+		return;
+	}
+	params = json_pack("{s:s+}", "input", RECOVERY_PREFIX, clean);
+	free(clean);
+	/* on the first line: the failed cell's record stays the rest */
+	agent_add_restart_note(a, params, " ");
+	agent_clear_successor(a);
+	a->recovering = 1;
+	a->recovery_tokens_at = model_total_tokens(a->model);
+	a->recovery_bytes = strlen(json_string_value(json_object_get(params,
+	    "input")));
+	a->recovery_streamed = 0;
+	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
+	b = agent_binding(a, a->recovery_for);
+	(void)model_call(a->model, params, 0, &b, &recovery_ops, a);
+	json_decref(params);
+}

@@ -1,0 +1,97 @@
+/*
+ * config.h - operator settings: defaults, then the environment, then the
+ * command line. Cell code can change none of them.
+ */
+#ifndef AGENTZ_CONFIG_H
+#define AGENTZ_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "supervisor/model/price.h"
+
+#define EXIT_OK		0
+#define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
+#define EXIT_USAGE	2
+#define EXIT_WORKER	3	/* the worker cannot be started */
+#define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, cost,
+				 * repeats */
+#define EXIT_JOURNAL	5	/* the journal cannot be written: disk full,
+				 * read-only */
+#define EXIT_SIGINT	130
+
+struct config {
+	int json;
+	int verbose;
+	const char *worker_path;	/* default: next to our executable */
+	const char *sandbox;		/* off | default | strict */
+	int sandbox_debug;
+	size_t output_limit;
+	size_t max_frame;
+	double cell_timeout;		/* seconds */
+	double grace;			/* seconds */
+	uint64_t memory_limit;		/* bytes, 0 = none */
+	unsigned pids_limit;		/* tasks in the worker's tree */
+	unsigned nofile_limit;		/* open files per process */
+	uint64_t fsize_limit;		/* largest file a cell may write */
+	const char **pass_env;		/* NULL-terminated */
+	/* the worker's world (sandbox/jail.h) */
+	const char *isolation;		/* required | best-effort | off, NULL =
+					 * required as root or under systemd */
+	const char *workspace;		/* NULL = the working directory */
+	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
+	const char **masks;		/* --mask, NULL-terminated */
+	size_t nmasks;
+	int no_default_masks;
+	/* the model (agent runs) */
+	const char *model;		/* --model, AGENTZ_MODEL */
+	const char *base_url;		/* --base-url, OPENAI_BASE_URL */
+	const char *service_tier;	/* --service-tier, "" = not sent */
+	double request_timeout;		/* seconds per model request */
+	long max_output_tokens;
+	unsigned max_retries;
+	double outage_patience;		/* seconds an outage is waited out,
+					 * 0 = not at all (--outage-patience) */
+	/* hard stops outside the model (0 = none) */
+	unsigned max_cells;
+	double deadline;		/* seconds of run wall clock */
+	long long max_tokens;
+	double max_cost;		/* USD, --max-cost; 0 = none */
+	struct price price;		/* --price for the run's model */
+	int has_price;			/* --price was given */
+	unsigned max_same_failure;	/* identical failure signatures */
+	const char *journal;		/* --journal, AGENTZ_JOURNAL */
+	int resume;			/* --resume: continue that journal */
+	unsigned max_restarts;		/* resumes of one run, 0 = unlimited */
+	size_t npass_env;
+	/* operands after the options */
+	char **args;
+	int nargs;
+};
+
+/*
+ * Parses argv (after the subcommand) into c. Returns 0, 1 when --help was
+ * printed, or -1 after printing a usage error naming the bad option and
+ * value. cmd is the command as the user typed it, for messages: "agentz"
+ * or "agentz exec".
+ */
+int config_parse(struct config *c, int argc, char **argv, const char *cmd);
+void config_clear(struct config *c);
+/* agentz-worker next to our own executable, unless --worker says. */
+char *config_worker_path(const struct config *c);
+/*
+ * 1 when a run against base_url needs an API key: its host is OpenAI's
+ * (api.openai.com, any case, with or without a port or trailing dot).
+ * Other servers (a local model, a proxy) may need none: 0.
+ */
+int config_needs_key(const char *base_url);
+/* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
+int config_size(const char *s, uint64_t *out);
+
+struct runner_config;
+/* The runner settings that follow from the operator's configuration c
+ * (wpath: the worker executable; input_fd for input(), -1 none). */
+void config_runner(struct runner_config *rc, const struct config *c,
+    const char *wpath, int input_fd);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * agentz - the supervisor.
+ *
+ *   agentz [options] "task"         an agent run: the model writes the cells
+ *   agentz exec [options] FILE...   a supervised persistent interpreter
+ *
+ * main() only does what both need first (no core dumps of our memory, the
+ * subreaper, ./.env) and picks the front end; each parses its options.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "common/log.h"
+#include "proto/proto.h"
+#include "sandbox/contain.h"
+#include "supervisor/agent/agent.h"
+#include "supervisor/front/config.h"
+#include "supervisor/text/dotenv.h"
+#include "supervisor/front/exec.h"
+#include "supervisor/front/notify.h"
+
+static void
+usage(FILE *f)
+{
+	(void)fprintf(f,
+	    "usage: agentz [options] \"TASK\"          run an agent on a task\n"
+	    "       agentz exec [options] FILE...    run Python cells in a "
+	    "supervised worker\n"
+	    "       agentz --version\n"
+	    "'agentz --help' and 'agentz exec --help' list the options\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	log_init("agentz", 0);
+	/* Nothing we start may read our memory or /proc/<pid>/environ. */
+	(void)prctl(PR_SET_DUMPABLE, 0);
+	/* Orphans of the worker's tree come to us, to be swept. */
+	(void)contain_subreaper();
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		(void)printf("agentz 0.1 (protocol %d)\n", PROTO_VERSION);
+		return EXIT_OK;
+	}
+	if (dotenv_load(".env") < 0)
+		return EXIT_USAGE;
+	notify_load_credentials();
+	if (strcmp(argv[1], "exec") == 0)
+		return exec_main(argc - 1, argv + 1);
+	return agent_main(argc, argv);
+}

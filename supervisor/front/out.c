@@ -1,0 +1,573 @@
+/*
+ * out.c - bounded, non-blocking output queues and the gate (see out.h).
+ */
+#include "supervisor/front/out.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "supervisor/text/termout.h"
+
+/* Room beyond OUT_QUEUE_MAX for what must not be cut: the drop notice, a
+ * status bar control sequence, the rest of a frame begun. */
+#define OUT_SLACK	8192
+#define OUT_CAP		(OUT_QUEUE_MAX + OUT_SLACK)
+
+enum out_mode {
+	M_DIRECT,	/* a regular file: plain (blocking) writes */
+	M_NONBLOCK,	/* our own O_NONBLOCK open of the pipe/tty */
+	M_SEND,		/* a socket: send(MSG_DONTWAIT) */
+	M_POLL,		/* no reopen: small writes when poll says so */
+	M_BROKEN	/* closed, or a write failed: output is dropped */
+};
+
+struct outq {
+	int fd, mode, tty, watched;
+	char *buf;
+	size_t head, len, cap;
+	int dropping;		/* live output is being dropped */
+	int in_bol;		/* the next input byte starts a line */
+	int tail_nl;		/* nothing queued yet, or it ended a line */
+	uint64_t dropped;	/* since the last notice */
+	uint64_t dropped_total;
+};
+
+static struct {
+	int ready;
+	struct outq q[2];
+	struct outq *s[3];	/* stream 1, 2 -> its queue */
+	struct termout tf[3];
+	struct loop *loop;
+	const struct redact *red;
+} out;
+
+static void out_exit(void);
+static void pump(struct outq *q);
+
+static void
+q_open(struct outq *q, int fd)
+{
+	struct stat st;
+	char path[64];
+	int nfd;
+
+	q->fd = fd;
+	q->tail_nl = 1;
+	q->in_bol = 1;
+	if (fstat(fd, &st) < 0) {
+		q->mode = M_BROKEN;
+		return;
+	}
+	q->tty = isatty(fd);
+	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+		q->mode = M_DIRECT;
+		return;
+	}
+	if (S_ISSOCK(st.st_mode)) {
+		q->mode = M_SEND;
+		return;
+	}
+	/* a private open file description: O_NONBLOCK is ours alone */
+	(void)snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	nfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (nfd >= 0) {
+		q->fd = nfd;
+		q->mode = M_NONBLOCK;
+	} else {
+		q->mode = M_POLL;
+	}
+}
+
+static void
+setup(void)
+{
+	struct stat a, b;
+
+	if (out.ready)
+		return;
+	out.ready = 1;
+	q_open(&out.q[0], 1);
+	out.s[1] = &out.q[0];
+	if (fstat(1, &a) == 0 && fstat(2, &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino && !S_ISREG(a.st_mode)) {
+		out.s[2] = &out.q[0];	/* one file: one queue, one order */
+		out.q[1].mode = M_BROKEN;
+		out.q[1].fd = -1;
+	} else {
+		q_open(&out.q[1], 2);
+		out.s[2] = &out.q[1];
+	}
+	termout_init(&out.tf[1]);
+	termout_init(&out.tf[2]);
+	(void)atexit(out_exit);
+}
+
+static struct outq *
+queue(int stream)
+{
+	setup();
+	return out.s[stream == 1 ? 1 : 2];
+}
+
+/* One attempt to write p[0..n) without blocking: bytes, or -1 / errno. */
+static ssize_t
+raw(struct outq *q, const char *p, size_t n)
+{
+	struct pollfd pfd;
+
+	switch (q->mode) {
+	case M_NONBLOCK:
+	case M_DIRECT:
+		return write(q->fd, p, n);
+	case M_SEND:
+		return send(q->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	case M_POLL:
+		pfd.fd = q->fd;
+		pfd.events = POLLOUT;
+		if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLOUT)) {
+			errno = EAGAIN;
+			return -1;
+		}
+		return write(q->fd, p, n < 128 ? n : 128);
+	default:
+		errno = EBADF;
+		return -1;
+	}
+}
+
+/* Writes p[0..n) now as far as the fd takes it; returns the bytes taken.
+ * A failure other than "full" breaks the queue (output is dropped). */
+static size_t
+try_write(struct outq *q, const char *p, size_t n)
+{
+	size_t done = 0;
+	ssize_t r;
+
+	while (done < n && q->mode != M_BROKEN) {
+		r = raw(q, p + done, n - done);
+		if (r > 0) {
+			done += (size_t)r;
+		} else if (r < 0 && errno == EINTR) {
+			continue;
+		} else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			break;
+		} else {
+			q->mode = M_BROKEN;	/* EPIPE, EIO, ...: gone */
+			q->len = 0;
+		}
+	}
+	return q->mode == M_BROKEN ? n : done;
+}
+
+/* Queues p[0..n); the buffer grows beyond OUT_CAP only for records. */
+static void
+append(struct outq *q, const char *p, size_t n)
+{
+	size_t want = q->len + n;
+	char *nb;
+
+	if (n == 0)
+		return;
+	if (q->head + want > q->cap && want <= q->cap) {
+		memmove(q->buf, q->buf + q->head, q->len);
+		q->head = 0;
+	} else if (q->head + want > q->cap) {
+		if (want < OUT_CAP)
+			want = OUT_CAP;
+		nb = malloc(want);
+		if (nb == NULL)
+			return;	/* no memory: this piece is lost */
+		if (q->len > 0)
+			memcpy(nb, q->buf + q->head, q->len);
+		free(q->buf);
+		q->buf = nb;
+		q->cap = want;
+		q->head = 0;
+	}
+	memcpy(q->buf + q->head + q->len, p, n);
+	q->len += n;
+	q->tail_nl = p[n - 1] == '\n';
+}
+
+/* Writes p[0..n) directly when nothing waits, queues the rest whole (the
+ * caller checked it fits). */
+static void
+put_whole(struct outq *q, const char *p, size_t n)
+{
+	size_t k = 0;
+
+	if (q->len == 0) {
+		k = try_write(q, p, n);
+		if (k > 0)
+			q->tail_nl = p[k - 1] == '\n';
+	}
+	if (q->mode != M_BROKEN)
+		append(q, p + k, n - k);
+	pump(q);
+}
+
+/* Output flows again: one line says how much was lost. */
+static void
+resume(struct outq *q)
+{
+	char note[160];
+	int n;
+
+	q->dropping = 0;
+	if (q->dropped == 0)
+		return;
+	/* on a terminal a colour the cut left on is reset first */
+	n = snprintf(note, sizeof note, "%s%s[agentz] %" PRIu64 " bytes of "
+	    "live output dropped (the reader was too slow)\n", q->tty ?
+	    "\033[0m" : "", q->tail_nl ? "" : "\n", q->dropped);
+	q->dropped_total += q->dropped;
+	q->dropped = 0;
+	if (q->len + (size_t)n <= OUT_CAP)
+		append(q, note, (size_t)n);
+}
+
+static void
+on_writable(struct loop *l, int fd, short revents, void *ctx)
+{
+	(void)l;
+	(void)fd;
+	(void)revents;
+	pump(ctx);
+}
+
+/* Writes what is queued; watches the fd while something waits. */
+static void
+pump(struct outq *q)
+{
+	size_t k;
+	int want;
+
+	if (q->len > 0) {
+		k = try_write(q, q->buf + q->head, q->len);
+		if (q->mode == M_BROKEN)
+			k = q->len;
+		q->head += k;
+		q->len -= k;
+		if (q->len == 0)
+			q->head = 0;
+		if (q->len == 0 && q->cap > OUT_CAP) {
+			free(q->buf);	/* a big record went out */
+			q->buf = NULL;
+			q->cap = 0;
+		}
+	}
+	if (q->len == 0 && q->dropping && q->in_bol && q->mode != M_BROKEN) {
+		resume(q);
+		if (q->len > 0) {
+			pump(q);
+			return;
+		}
+	}
+	want = q->len > 0 && q->mode != M_BROKEN && q->mode != M_DIRECT &&
+	    out.loop != NULL;
+	if (want && !q->watched) {
+		if (loop_watch(out.loop, q->fd, POLLOUT, on_writable, q) == 0)
+			q->watched = 1;
+	} else if (!want && q->watched) {
+		if (out.loop != NULL)
+			loop_unwatch(out.loop, q->fd);
+		q->watched = 0;
+	}
+}
+
+/*
+ * Where to cut p before k when no line ends there: not inside an escape
+ * sequence (only SGR, ESC [ ... m, passes the terminal filter) nor inside
+ * a UTF-8 character.
+ */
+static size_t
+safe_cut(const char *p, size_t k)
+{
+	size_t i, lim = k > 64 ? k - 64 : 0, cut = k;
+
+	for (i = k; i > lim; i--)
+		if (p[i - 1] == 0x1b) {
+			if (memchr(p + i, 'm', k - i) == NULL)
+				cut = i - 1;	/* the sequence is not whole */
+			break;
+		}
+	for (i = 0; i < 3 && cut > 0 && ((unsigned char)p[cut] & 0xc0) ==
+	    0x80; i++)
+		cut--;
+	return cut;
+}
+
+/* Live output: whole while it fits, dropped a line at a time while the
+ * reader stalls, counted. */
+static void
+put_live(struct outq *q, const char *p, size_t n)
+{
+	const char *nl;
+	size_t k, room;
+
+	while (n > 0 && q->mode != M_BROKEN) {
+		if (q->dropping) {
+			if (q->in_bol && q->len <= OUT_QUEUE_MAX / 2) {
+				resume(q);
+				continue;
+			}
+			nl = memchr(p, '\n', n);
+			k = nl != NULL ? (size_t)(nl - p) + 1 : n;
+			q->dropped += k;
+			q->in_bol = nl != NULL;
+			p += k;
+			n -= k;
+			continue;
+		}
+		if (q->len == 0) {
+			k = try_write(q, p, n);
+			if (k > 0)
+				q->tail_nl = p[k - 1] == '\n';
+			p += k;
+			n -= k;
+			if (n == 0)
+				break;
+		}
+		room = q->len < OUT_QUEUE_MAX ? OUT_QUEUE_MAX - q->len : 0;
+		if (n <= room) {
+			append(q, p, n);
+			break;
+		}
+		/* keep whole lines that fit, drop from a line start on;
+		 * a line begun before and longer than the room is cut
+		 * where it is safe */
+		for (k = room; k > 0 && p[k - 1] != '\n'; k--)
+			;
+		if (k == 0 && !q->tail_nl)
+			k = safe_cut(p, room);
+		append(q, p, k);
+		p += k;
+		n -= k;
+		q->dropping = 1;
+		q->in_bol = q->tail_nl;	/* p now starts a line? */
+	}
+	pump(q);
+}
+
+/* Log lines through the gate into the stderr queue. */
+static void
+out_log_sink(const char *line, size_t n)
+{
+	char *c = out_clean(line, n, 0);
+	size_t len;
+
+	if (c == NULL)
+		return;
+	len = strlen(c);
+	c[len] = '\n';		/* the terminator's place */
+	out_msg(2, c, len + 1);
+	free(c);
+}
+
+void
+out_attach(struct loop *l)
+{
+	int i;
+
+	setup();
+	for (i = 0; i < 2; i++)
+		if (out.q[i].watched && out.loop != NULL) {
+			loop_unwatch(out.loop, out.q[i].fd);
+			out.q[i].watched = 0;
+		}
+	out.loop = l;
+	if (l != NULL) {
+		log_set_sink(out_log_sink);
+		pump(&out.q[0]);
+		pump(&out.q[1]);
+	}
+}
+
+void
+out_set_redact(const struct redact *r)
+{
+	out.red = r;
+}
+
+void
+out_msg(int stream, const char *p, size_t n)
+{
+	struct outq *q = queue(stream);
+
+	if (n == 0 || q->mode == M_BROKEN)
+		return;
+	if (q->mode == M_DIRECT) {
+		(void)try_write(q, p, n);
+		return;
+	}
+	if (!q->dropping && q->len + n <= OUT_QUEUE_MAX)
+		put_whole(q, p, n);
+	else
+		put_live(q, p, n);
+}
+
+void
+out_record(int stream, const char *p, size_t n)
+{
+	struct outq *q = queue(stream);
+
+	if (n == 0 || q->mode == M_BROKEN)
+		return;
+	if (q->mode == M_DIRECT) {
+		(void)try_write(q, p, n);
+		return;
+	}
+	if (q->len + n > OUT_RECORD_MAX) {	/* the reader is gone */
+		log_warnx("a result record of %zu bytes was dropped: %zu bytes "
+		    "wait for a stalled reader", n, q->len);
+		return;
+	}
+	put_whole(q, p, n);
+}
+
+void
+out_cell(int stream, const char *p, size_t n)
+{
+	struct outq *q = queue(stream);
+	struct termout *t = &out.tf[stream == 1 ? 1 : 2];
+	char buf[4096 + TERMOUT_SLACK];
+	size_t k, m;
+
+	if (q->mode == M_BROKEN)
+		return;
+	if (q->mode == M_DIRECT && !q->tty) {
+		(void)try_write(q, p, n);
+		return;
+	}
+	if (!q->tty) {
+		put_live(q, p, n);
+		return;
+	}
+	while (n > 0) {
+		k = n < 4096 ? n : 4096;
+		m = termout_feed(t, p, k, buf);
+		put_live(q, buf, m);
+		p += k;
+		n -= k;
+	}
+}
+
+void
+out_cell_end(void)
+{
+	char buf[TERMOUT_SLACK];
+	size_t m;
+	int s;
+
+	for (s = 1; s <= 2; s++) {
+		if (!queue(s)->tty)
+			continue;
+		m = termout_flush(&out.tf[s], buf);
+		put_live(queue(s), buf, m);
+	}
+}
+
+int
+out_isatty(int stream)
+{
+	return queue(stream)->tty;
+}
+
+void
+out_term(const char *p, size_t n, int force)
+{
+	struct outq *q = queue(1);
+	size_t k = 0;
+
+	if (q->mode == M_BROKEN || n == 0)
+		return;
+	if (q->len == 0) {
+		k = try_write(q, p, n);
+	} else if (!force) {
+		return;		/* the terminal lags: skip this frame */
+	}
+	if (q->mode != M_BROKEN && q->len + (n - k) <= OUT_CAP)
+		append(q, p + k, n - k);
+	pump(q);
+}
+
+uint64_t
+out_dropped(int stream)
+{
+	struct outq *q = queue(stream);
+
+	return q->dropped_total + q->dropped;
+}
+
+void
+out_flush(int ms)
+{
+	uint64_t end = loop_now_us() + (uint64_t)ms * 1000u;
+	struct pollfd pfd[2];
+	size_t before;
+	uint64_t now;
+	int i, n;
+
+	if (!out.ready)
+		return;
+	for (i = 0; i < 2; i++)
+		if (out.q[i].dropping || out.q[i].dropped > 0) {
+			out.q[i].dropping = 1;
+			resume(&out.q[i]);
+		}
+	for (;;) {
+		n = 0;
+		for (i = 0; i < 2; i++) {
+			before = out.q[i].len;
+			pump(&out.q[i]);
+			if (out.q[i].len < before)	/* the reader reads */
+				end = loop_now_us() + (uint64_t)ms * 1000u;
+			if (out.q[i].len > 0 && out.q[i].mode != M_BROKEN) {
+				pfd[n].fd = out.q[i].fd;
+				pfd[n].events = POLLOUT;
+				n++;
+			}
+		}
+		now = loop_now_us();
+		if (n == 0 || now >= end)
+			return;
+		(void)poll(pfd, (nfds_t)n, (int)((end - now + 999) / 1000));
+	}
+}
+
+static void
+out_exit(void)
+{
+	out.loop = NULL;	/* freed by now, or about to be */
+	out.q[0].watched = out.q[1].watched = 0;
+	out_flush(OUT_EXIT_WAIT_MS);
+	log_set_sink(NULL);
+}
+
+char *
+out_clean(const char *p, size_t n, int multiline)
+{
+	char *r = NULL, *v;
+	size_t rn = n;
+
+	if (p == NULL)
+		return termout_visible("", 0, multiline);
+	if (out.red != NULL && redact_count(out.red) > 0) {
+		r = redact_string(out.red, p, n, &rn);
+		if (r == NULL)
+			return NULL;
+		p = r;
+	}
+	v = termout_visible(p, rn, multiline);
+	free(r);
+	return v;
+}

@@ -1,0 +1,145 @@
+/*
+ * model.h - the model client: one call_me is one model_call, which may
+ * span several HTTP requests (host-only responses are continued at once,
+ * invisibly). Requests are rewritten (rewrite.h), streamed over http.h,
+ * parsed by sse.h + response.h; host tools run through hosttools.h.
+ * Several calls may be in flight at once.
+ *
+ * Outages are waited out, not failed on: when a request fails in a way
+ * http.h would retry (unreachable, 429 other than insufficient_quota, 5xx)
+ * and its quick retries are spent, the call tries again from a loop timer
+ * with backoff (http_outage_delay_ms(): 1 s doubling to 60 s, or the
+ * server's longer retry-after), one attempt per try, until it succeeds or
+ * outage_patience_ms has passed since the outage began; only then does
+ * the caller see the error. Each wait is logged (log_warnx) and reported
+ * to the outage observer. The wait is only a timer: model_cancel() and
+ * model_free() end it at once. A stream that already delivered events,
+ * a 400/401/quota error and a request timeout are never waited on.
+ */
+#ifndef AGENTZ_MODEL_H
+#define AGENTZ_MODEL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "supervisor/model/hosttools.h"
+#include "supervisor/loop/loop.h"
+#include "supervisor/text/redact.h"
+#include "supervisor/model/rewrite.h"
+
+struct model_config {
+	const char *base_url;		/* e.g. https://api.openai.com/v1 */
+	const char *api_key;		/* NULL: no Authorization header */
+	struct model_settings settings;
+	long timeout_ms;		/* per HTTP request */
+	unsigned max_retries;
+	unsigned max_rounds;		/* host-only continuations per call */
+	/* How long a call waits out an outage after the quick retries:
+	 * 0 = MODEL_OUTAGE_PATIENCE_DEFAULT_MS, < 0 = not at all. */
+	long outage_patience_ms;
+};
+
+#define MODEL_OUTAGE_PATIENCE_DEFAULT_MS	(15L * 60 * 1000)
+
+/* What the outage observer is told; valid during the callback only. */
+struct model_outage {
+	uint64_t call;		/* the model_call id */
+	double since;		/* wall clock (loop_wall) the outage began */
+	double waited;		/* seconds since then */
+	double patience;	/* seconds the call waits in all */
+	/* Seconds until the next try; 0 when over. */
+	double next_try_in;
+	unsigned tries;		/* failed tries of this outage, >= 1 */
+	/* 0 waiting; 1 the model answered again; -1 the patience ran out
+	 * (the call ends with the error next). */
+	int over;
+	const char *reason;	/* the last failure, one line, never NULL */
+};
+
+typedef void model_outage_fn(void *ctx, const struct model_outage *o);
+
+struct model_call_ops {
+	/* A stream event for call_me(stream=True) (redacted JSON text). */
+	void (*event)(void *ctx, const char *json, size_t len);
+	/* Live progress: bytes of deltas so far in this call. */
+	void (*progress)(void *ctx, size_t delta_bytes);
+	/*
+	 * The call ended. On success response is the final Response object
+	 * (borrowed; the caller redacts what it passes on) and err_type NULL. On failure err_type is the
+	 * exception the cell should see ("ModelError",
+	 * "NextCellAlreadyScheduled") and err_msg says what failed.
+	 */
+	void (*done)(void *ctx, const json_t *response, const char *err_type,
+	    const char *err_msg);
+};
+
+struct model;
+
+struct model *model_new(struct loop *l, const struct model_config *c,
+    struct hosttools *h, const struct redact *red);
+/* Ends every call in flight (done with "the run is ending"), frees m. */
+void model_free(struct model *m);
+
+/*
+ * Starts a call with the caller's parameters (borrowed; copied). b is
+ * copied. Returns a call id > 0, or 0 after ops->done was already called
+ * with the reason (bad parameters).
+ */
+uint64_t model_call(struct model *m, json_t *params, int stream,
+    const struct host_binding *b, const struct model_call_ops *ops,
+    void *ctx);
+/*
+ * model_call for a body too big for a jansson tree: params without its
+ * input (borrowed), and the input as JSON text (a valid string or array,
+ * borrowed, copied once into the request text). The stored host outputs
+ * and host-only continuations are spliced into that text, never parsed
+ * (hosttools_fill_raw, hosttools_continuation_raw).
+ */
+uint64_t model_call_raw(struct model *m, json_t *params, struct jspan input,
+    int stream, const struct host_binding *b,
+    const struct model_call_ops *ops, void *ctx);
+
+/* Abandons a call: no callback for it runs afterwards. */
+void model_cancel(struct model *m, uint64_t id);
+/*
+ * Ends a call at once, whatever it is doing (a request or its retry
+ * pending, an outage wait, a continuation round): its HTTP connection is
+ * closed, so the server stops streaming, and ops->done runs before this
+ * returns with "ModelError" and why. An outage wait is reported over (-1)
+ * first. Returns 1, or 0 when no call id is open or the outage observer
+ * cancelled it (ops->done did not run then).
+ */
+int model_end(struct model *m, uint64_t id, const char *why);
+/*
+ * The cell that made call id has ended: the round in flight (its retries
+ * and outage wait included) may still finish, but a host-only response is
+ * no longer continued; the call ends with "ModelError" saying so instead.
+ * Returns 1, or 0 when no call id is open.
+ */
+int model_seal(struct model *m, uint64_t id);
+
+/*
+ * Sets the observer told about outage waits of every call of m: once per
+ * wait (over 0), and once when the outage ends (over 1 or -1). NULL fn
+ * for none. It may call model_cancel(), never model_free().
+ */
+void model_set_outage_observer(struct model *m, model_outage_fn *fn,
+    void *ctx);
+
+/* Exact tokens from `usage` of completed responses, whole run. */
+long long model_total_tokens(const struct model *m);
+/* 1 while a call (a request, its retries or an outage wait) is open. */
+int model_busy(const struct model *m);
+
+/* The same usage by kind, what prices apply to (price.h). */
+struct model_usage {
+	long long input;	/* all input tokens, cached ones included */
+	long long cached;	/* the cached part of input */
+	long long output;	/* reasoning tokens included */
+	long long total;	/* as model_total_tokens() */
+};
+
+void model_usage(const struct model *m, struct model_usage *u);
+
+#endif

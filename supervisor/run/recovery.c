@@ -1,0 +1,169 @@
+/*
+ * recovery.c - a worker's death and the fresh worker after it.
+ *
+ * Owns: describing and classifying a death (timeout, out of memory,
+ * protocol, seccomp, crashed) into the dead cell's record, completing
+ * that record once a fresh worker is ready, and respawning with backoff
+ * for a worker that dies before READY (fatal after max_start_failures).
+ * Exit codes are read from proto.h's enum worker_exit.
+ *
+ * May include: runner_impl.h, procstat.h, common/log.h.
+ */
+#include "supervisor/run/runner_impl.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "supervisor/run/procstat.h"
+
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 5000
+
+static void
+respawn_now(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->respawn_timer = 0;
+	if (worker_spawn(r->w) < 0) {
+		char why[128];
+
+		(void)snprintf(why, sizeof why, "cannot start %s: %s",
+		    r->cfg.worker.path, strerror(errno));
+		recovery_finish_dead(r);
+		r->ops.fatal(r->ctx, why);
+	}
+}
+
+static void
+respawn(struct runner *r, int before_ready)
+{
+	uint64_t ms = 0;
+	unsigned i;
+
+	if (before_ready) {
+		ms = BACKOFF_FIRST_MS;
+		for (i = 1; i < r->start_failures && ms < BACKOFF_MAX_MS; i++)
+			ms *= 2;
+	}
+	r->respawn_timer = loop_timer(r->loop, ms, respawn_now, r);
+}
+
+static void
+describe_death(const struct worker_death *d, char *buf, size_t len)
+{
+	if (d->reason != NULL)
+		(void)snprintf(buf, len, "worker killed: %s", d->reason);
+	else if (d->exited && d->code == WEXIT_SECCOMP)
+		(void)snprintf(buf, len, "the seccomp filter blocked a system "
+		    "call: %.*s", (int)strcspn(d->stack != NULL ? d->stack :
+		    "(unnamed)", "\n"), d->stack != NULL ? d->stack : "(unnamed)");
+	else if (!d->exited && d->signal == SIGSYS)
+		(void)snprintf(buf, len, "worker killed by the seccomp filter "
+		    "(signal %d, SIGSYS)", d->signal);
+	else if (!d->exited)
+		(void)snprintf(buf, len, "worker killed by signal %d (%s)",
+		    d->signal, strsignal(d->signal));
+	else
+		(void)snprintf(buf, len, "worker exited with code %d",
+		    d->code);
+}
+
+/* Kind and detail of a cell whose worker died under it. */
+static enum cell_kind
+classify_death(struct runner *r, struct cell *c, const struct worker_death *d,
+    char *why, size_t len)
+{
+	char how[256];
+
+	if (c->timeout_stage != NULL && d->reason == NULL) {
+		runner_timeout_detail(r, c);
+		(void)snprintf(why, len, "%s", c->detail);
+		return KIND_TIMEOUT;
+	}
+	describe_death(d, how, sizeof how);
+	(void)snprintf(why, len, "%s", how);
+	if (d->cg.oom_kills > 0) {
+		(void)snprintf(why, len, "out of memory: the worker reached its "
+		    "memory ceiling (peak %llu MiB) and was killed; %s",
+		    (unsigned long long)(d->cg.memory_peak >> 20), how);
+		return KIND_MEMORY;
+	}
+	if (d->reason != NULL && strncmp(d->reason, "protocol", 8) == 0)
+		return KIND_PROTOCOL;
+	return KIND_CRASHED;
+}
+
+/* Completes the record of a cell whose worker died (fresh worker ready). */
+void
+recovery_finish_dead(struct runner *r)
+{
+	struct cell *c = r->dead;
+
+	if (c == NULL)
+		return;
+	r->dead = NULL;
+	if (c->timeout_stage != NULL) {
+		c->deadline_to_ready_ms = (double)(loop_now_us() -
+		    r->deadline_us) / 1000.0;
+		c->kill_to_ready_ms = (double)(loop_now_us() - r->kill_us) /
+		    1000.0;
+	}
+	r->ops.finished(r->ctx, c);
+}
+
+static void
+record_death(struct runner *r, struct cell *c, const struct worker_death *d)
+{
+	char why[512];
+	enum cell_kind kind = classify_death(r, c, d, why, sizeof why);
+
+	cells_finish_dead(c, kind, why, d->exited ? d->code : -1,
+	    d->exited ? -1 : d->signal);
+	if (c->timeout_stage != NULL)
+		c->kind = KIND_TIMEOUT;
+	cells_set_usage(c, d->cpu_us > r->cpu0_us ? d->cpu_us - r->cpu0_us : 0,
+	    d->peak_kb);
+	c->memory_peak = d->cg.memory_peak;
+	if (d->stack != NULL)
+		c->stack = strdup(d->stack);
+	runner_flush_output(r, c);
+	r->dead = c;
+}
+
+void
+recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
+{
+	struct runner *r = ctx;
+	struct cell *c = r->current;
+	char why[256];
+
+	(void)w;
+	describe_death(d, why, sizeof why);
+	hostserve_input_stop(r);
+	runner_cancel_deadline(r);
+	procstat_close(&r->ps);
+	if (c != NULL)
+		record_death(r, c, d);
+	r->current = NULL;
+	if (r->death_fn != NULL)
+		r->death_fn(r->death_ctx, c);
+	if (d->before_ready) {
+		r->start_failures++;
+		log_warnx("worker did not start (%s), attempt %u of %u", why,
+		    r->start_failures, r->cfg.max_start_failures);
+		if (r->start_failures >= r->cfg.max_start_failures) {
+			recovery_finish_dead(r);
+			r->ops.fatal(r->ctx, why);
+			return;
+		}
+	} else if (c == NULL) {
+		log_warnx("worker died between cells (%s); restarting", why);
+	}
+	respawn(r, d->before_ready);
+}

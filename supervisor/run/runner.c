@@ -1,0 +1,453 @@
+/*
+ * runner.c - one cell at a time in a supervised worker (see runner.h).
+ *
+ * Owns: the runner's life (new/free, the run's jail and containment),
+ * handing cells to the worker, the per-cell deadline ladder (interrupt,
+ * grace, stack dump, kill), the redaction of output on its way to the
+ * record and the front end, and finishing the record at DONE.
+ * Host requests the runner serves itself are in hostserve.c, a worker's
+ * death and the respawn in recovery.c; struct runner is in runner_impl.h.
+ *
+ * May include: runner_impl.h, config.h, procstat.h, cells.h, redact.h,
+ * workers.h, sandbox/ (contain, jail), common/log.h, jansson (the error
+ * reply's body).
+ */
+#include "supervisor/run/runner_impl.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "supervisor/run/procstat.h"
+
+#define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL, at most */
+#define DUMP_QUIET_MS 5		/* ... or this long after the dump arrived */
+
+static void w_ready(struct worker *w, void *ctx);
+static void w_output(struct worker *w, int stream, const char *p, size_t n,
+    void *ctx);
+static void w_done(struct worker *w, const struct msg_done *d, void *ctx);
+static void w_stack(struct worker *w, void *ctx);
+
+static const struct worker_ops runner_worker_ops = {
+	w_ready, w_output, w_done, hostserve_request, recovery_death, w_stack
+};
+
+/* The run's world, before the first worker (and before any cgroup of a
+ * worker: the jail's init stays in ours). */
+static int
+new_jail(struct runner *r)
+{
+	char err[512];
+
+	if (r->cfg.jail == NULL)
+		return 0;
+	r->jail = jail_new(r->cfg.jail, err, sizeof err);
+	if (r->jail == NULL) {
+		if (err[0] != '\0')
+			log_warnx("isolation required but unavailable: %s "
+			    "(--isolation best-effort runs without it)", err);
+		return -1;
+	}
+	if (!jail_active(r->jail) && r->cfg.jail->mode != JAIL_OFF)
+		log_warnx("isolation incomplete: %s", jail_describe(r->jail));
+	r->cfg.worker.jail = r->jail;
+	return 0;
+}
+
+struct runner *
+runner_new(struct loop *l, const struct runner_config *c,
+    const struct runner_ops *ops, void *ctx)
+{
+	struct runner *r = calloc(1, sizeof *r);
+
+	if (r == NULL)
+		return NULL;
+	r->loop = l;
+	r->cfg = *c;
+	r->ops = *ops;
+	r->ctx = ctx;
+	cells_init(&r->cells, c->output_limit);
+	/* a reply well under the frame limit, whatever the history holds */
+	cells_set_limits(&r->cells, 0, c->worker.max_frame / 2 <
+	    CELLS_REPLY_MAX ? c->worker.max_frame / 2 : CELLS_REPLY_MAX);
+	buf_init(&r->inbuf);
+	r->ps.stat_fd = r->ps.status_fd = r->ps.clear_fd = -1;
+	redact_stream_init(&r->rs[0]);
+	redact_stream_init(&r->rs[1]);
+	r->contain = contain_new(&c->worker.limits);
+	r->cfg.worker.contain = r->contain;
+	if (r->contain != NULL && new_jail(r) == 0)
+		r->w = worker_new(l, &r->cfg.worker, &runner_worker_ops, r);
+	if (r->w == NULL) {
+		jail_free(r->jail);
+		contain_free(r->contain);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void
+runner_free(struct runner *r)
+{
+	if (r == NULL)
+		return;
+	worker_free(r->w);
+	jail_free(r->jail);
+	loop_timer_cancel(r->loop, r->respawn_timer);
+	runner_cancel_deadline(r);
+	procstat_close(&r->ps);
+	contain_free(r->contain);
+	if (r->cfg.input_fd >= 0)
+		loop_unwatch(r->loop, r->cfg.input_fd);
+	cells_clear(&r->cells);
+	buf_clear(&r->inbuf);
+	redact_stream_clear(&r->rs[0]);
+	redact_stream_clear(&r->rs[1]);
+	free(r);
+}
+
+int
+runner_start(struct runner *r)
+{
+	return worker_spawn(r->w);
+}
+
+struct cell *
+runner_restore(struct runner *r, const json_t *in, const json_t *out)
+{
+	return cells_restore(&r->cells, in, out);
+}
+
+struct cell *
+runner_last(struct runner *r)
+{
+	return r->cells.n > 0 ? cells_get(&r->cells, r->cells.n - 1) : NULL;
+}
+
+void
+runner_on_death(struct runner *r, void (*fn)(void *ctx, struct cell *c),
+    void *ctx)
+{
+	r->death_fn = fn;
+	r->death_ctx = ctx;
+}
+
+struct cells *
+runner_cells(struct runner *r)
+{
+	return &r->cells;
+}
+
+struct cell *
+runner_current(struct runner *r)
+{
+	return r->current;
+}
+
+int
+runner_busy(const struct runner *r)
+{
+	return r != NULL && (r->current != NULL || r->pending != NULL);
+}
+
+const struct worker *
+runner_worker(const struct runner *r)
+{
+	return r->w;
+}
+
+const char *
+runner_containment(const struct runner *r)
+{
+	return contain_mechanisms(r->contain);
+}
+
+const char *
+runner_isolation(const struct runner *r)
+{
+	return r->jail != NULL ? jail_describe(r->jail) : "none";
+}
+
+int
+runner_signal(struct runner *r, int signo)
+{
+	if (signo == SIGCHLD) {
+		if (r != NULL)	/* NULL before the runner exists */
+			(void)contain_reap(worker_child_pid(r->w));
+		return -1;
+	}
+	log_warnx("%s: stopping", strsignal(signo));
+	return 128 + signo;	/* the shell's convention: 130 for SIGINT */
+}
+
+static void on_deadline(struct loop *l, void *ctx);
+
+void
+runner_cancel_deadline(struct runner *r)
+{
+	loop_timer_cancel(r->loop, r->deadline_timer);
+	loop_timer_cancel(r->loop, r->stage_timer);
+	r->deadline_timer = r->stage_timer = 0;
+}
+
+static void
+dispatch_pending(struct runner *r)
+{
+	struct cell *c = r->pending;
+
+	if (c == NULL || worker_state(r->w) != WORKER_IDLE)
+		return;
+	r->pending = NULL;
+	r->current = c;
+	c->started_at = loop_wall();
+	c->t0_us = loop_now_us();
+	c->worker_pid = worker_pid(r->w);
+	c->worker_gen = worker_generation(r->w);
+	/* CPU is counted from the previous sample (READY or the last
+	 * DONE): no read on the way in, one write to reset the peak. */
+	(void)procstat_reset_peak(&r->ps);
+	if (r->cfg.cell_timeout_ms > 0)
+		r->deadline_timer = loop_timer(r->loop, r->cfg.cell_timeout_ms,
+		    on_deadline, r);
+	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
+		worker_kill(r->w, "cannot send the cell to the worker");
+}
+
+/* --- the deadline: interrupt, grace, stack dump, kill ------------------- */
+
+static void
+on_kill(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->stage_timer = 0;
+	r->kill_us = loop_now_us();
+	worker_kill(r->w, NULL);
+}
+
+/* The dump is written from a signal handler in one go: once bytes came,
+ * a short quiet period is enough before the kill. */
+static void
+w_stack(struct worker *w, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)w;
+	if (r->stage_timer == 0 || r->current == NULL ||
+	    r->current->timeout_stage == NULL ||
+	    strcmp(r->current->timeout_stage, "killed") != 0)
+		return;
+	loop_timer_cancel(r->loop, r->stage_timer);
+	r->stage_timer = loop_timer(r->loop, DUMP_QUIET_MS, on_kill, r);
+}
+
+static void
+on_grace(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	if (r->current == NULL)
+		return;
+	r->current->timeout_stage = "killed";
+	if (worker_dump_stacks(r->w) < 0) {
+		on_kill(l, r);
+		return;
+	}
+	r->stage_timer = loop_timer(r->loop, DUMP_WAIT_MS, on_kill, r);
+}
+
+static void
+on_deadline(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->deadline_timer = 0;
+	if (r->current == NULL)
+		return;
+	r->deadline_us = loop_now_us();
+	r->current->timeout_stage = "interrupted";
+	(void)worker_interrupt(r->w);
+	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
+}
+
+void
+runner_timeout_detail(struct runner *r, struct cell *c)
+{
+	char d[256];
+	int killed = strcmp(c->timeout_stage, "killed") == 0;
+
+	(void)snprintf(d, sizeof d, "the cell exceeded its %.3g s timeout: %s",
+	    (double)r->cfg.cell_timeout_ms / 1000.0, killed ?
+	    "it ignored the interrupt, so after the grace period its whole "
+	    "process tree was killed; the namespace was lost" :
+	    "interrupted (KeyboardInterrupt); the namespace was kept");
+	cells_set_detail(c, d);
+	c->status = CELL_ERROR;
+	c->kind = KIND_TIMEOUT;
+}
+
+struct cell *
+runner_run(struct runner *r, const char *code, size_t len,
+    const char *summary, const char *source, int64_t generated_by)
+{
+	struct cell *c;
+
+	if (r->current != NULL || r->pending != NULL) {
+		errno = EBUSY;
+		return NULL;
+	}
+	c = cells_begin(&r->cells, code, len, summary, source, generated_by);
+	if (c == NULL)
+		return NULL;
+	r->pending = c;
+	dispatch_pending(r);
+	return c;
+}
+
+int
+runner_reply(struct runner *r, uint64_t id, uint32_t status,
+    const char *body, size_t len)
+{
+	return worker_reply(r->w, id, status, body, len);
+}
+
+int
+runner_event(struct runner *r, uint64_t id, const char *body, size_t len)
+{
+	return worker_event(r->w, id, body, len);
+}
+
+/* --- worker callbacks ---------------------------------------------------- */
+
+static void
+w_ready(struct worker *w, void *ctx)
+{
+	struct runner *r = ctx;
+
+	log_debug("worker %ld ready in %llu us (python %s, %s)",
+	    (long)worker_pid(w),
+	    (unsigned long long)worker_spawn_ready_us(w),
+	    worker_python_version(w), worker_sandbox(w));
+	r->start_failures = 0;
+	procstat_close(&r->ps);
+	if (procstat_open(&r->ps, worker_pid(w)) == 0) {
+		long kb;
+
+		if (procstat_sample(&r->ps, &kb, &r->cpu0_us) < 0)
+			r->cpu0_us = 0;
+	}
+	recovery_finish_dead(r);
+	dispatch_pending(r);
+}
+
+/* Clean bytes: into the running cell's record and to the front end. */
+static int
+emit_output(void *ctx, const char *p, size_t n)
+{
+	struct runner *r = ctx;
+
+	if (r->current != NULL)
+		(void)capture_append(&r->current->out, p, n);
+	r->ops.output(r->ctx, r->current, r->rs_stream, p, n);
+	return 0;
+}
+
+void
+runner_feed_output(struct runner *r, int stream, const char *p, size_t n)
+{
+	r->rs_stream = stream;
+	if (r->cfg.red == NULL || redact_count(r->cfg.red) == 0)
+		(void)emit_output(r, p, n);
+	else
+		(void)redact_stream_feed(r->cfg.red, &r->rs[stream - 1], p, n,
+		    emit_output, r);
+}
+
+static void
+w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
+{
+	(void)w;
+	runner_feed_output(ctx, stream, p, n);
+}
+
+/* The held-back ends of both streams, then the texts of the record. */
+void
+runner_flush_output(struct runner *r, struct cell *c)
+{
+	char **field[3];
+	size_t i, len;
+	char *clean;
+	int s;
+
+	if (r->cfg.red == NULL || redact_count(r->cfg.red) == 0)
+		return;
+	for (s = 1; s <= 2; s++) {
+		r->rs_stream = s;
+		(void)redact_stream_flush(&r->rs[s - 1], emit_output, r);
+	}
+	field[0] = &c->traceback, field[1] = &c->detail, field[2] = &c->stack;
+	for (i = 0; i < 3; i++) {
+		if (*field[i] == NULL)
+			continue;
+		clean = redact_string(r->cfg.red, *field[i], strlen(*field[i]),
+		    &len);
+		if (clean != NULL) {
+			char *old = *field[i];
+
+			*field[i] = clean;
+			free(old);
+		}
+	}
+}
+
+static void
+w_done(struct worker *w, const struct msg_done *d, void *ctx)
+{
+	struct runner *r = ctx;
+	struct cell *c = r->current;
+	long kb;
+	uint64_t cpu;
+
+	hostserve_input_stop(r);
+	runner_cancel_deadline(r);
+	cells_finish_done(c, d);
+	runner_flush_output(r, c);
+	r->current = NULL;
+	if (procstat_sample(&r->ps, &kb, &cpu) == 0) {
+		c->maxrss_kb = kb;
+		c->cpu_us = cpu > r->cpu0_us ? cpu - r->cpu0_us : 0;
+		r->cpu0_us = cpu;
+	}
+	if (c->timeout_stage != NULL) {
+		/* a timed-out cell leaves nothing running, even when the
+		 * interrupt was enough to stop the worker itself */
+		(void)worker_sweep(w);
+		c->deadline_to_ready_ms = (double)(loop_now_us() -
+		    r->deadline_us) / 1000.0;
+		runner_timeout_detail(r, c);
+	}
+	r->ops.finished(r->ctx, c);
+}
+
+void
+runner_reply_error(struct runner *r, uint64_t id, const char *type,
+    const char *message)
+{
+	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", message);
+	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	if (s != NULL)
+		(void)worker_reply(r->w, id, REPLY_ERROR, s, strlen(s));
+	free(s);
+	json_decref(o);
+}

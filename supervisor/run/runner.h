@@ -1,0 +1,121 @@
+/*
+ * runner.h - runs cells one at a time in a supervised worker.
+ *
+ * Owns the worker and the cell history. The front end (agentz exec, the
+ * agent loop) hands it one cell at a time and hears back when the record
+ * is complete; the runner handles everything in between: waiting for a
+ * ready worker, output capture, the worker dying mid-cell (the record says
+ * crashed/protocol/memory, a fresh worker is started), respawn with
+ * backoff, a worker that cannot start at all (fatal, after a few tries),
+ * and the escalating per-cell deadline: SIGINT (KeyboardInterrupt) at the
+ * deadline, then after the grace period a faulthandler dump of every
+ * thread's stack and SIGKILL of the whole worker tree. The record of a
+ * cell whose worker died is completed once a fresh worker is ready.
+ * Host requests the runner does not serve itself go to the front end.
+ */
+#ifndef AGENTZ_RUNNER_H
+#define AGENTZ_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+#include "supervisor/cells/cells.h"
+#include "supervisor/loop/loop.h"
+#include "supervisor/text/redact.h"
+#include "supervisor/run/workers.h"
+
+struct runner;
+
+struct runner_config {
+	struct worker_config worker;
+	const struct jail_config *jail;	/* the worker's world; NULL = none */
+	size_t output_limit;		/* per cell, head + tail */
+	unsigned max_start_failures;	/* consecutive deaths before READY */
+	int input_fd;			/* for input(); -1: always EOFError */
+	const struct redact *red;	/* secrets to clean, NULL = none */
+	uint64_t cell_timeout_ms;	/* wall clock per cell, 0 = none */
+	uint64_t grace_ms;		/* interrupt -> stack dump + kill */
+	/* The front end's UI steps aside (1) while input() waits for a
+	 * line on input_fd and comes back (0) after; NULL = no UI. */
+	void (*pause_ui)(int paused);
+};
+
+struct runner_ops {
+	/* Live output of the running cell (c NULL between cells). */
+	void (*output)(void *ctx, const struct cell *c, int stream,
+	    const char *p, size_t n);
+	/* The record of c is complete. */
+	void (*finished)(void *ctx, struct cell *c);
+	/* A request the runner does not serve; answer with runner_reply. */
+	void (*request)(void *ctx, struct cell *c,
+	    const struct msg_request *r);
+	/* The worker cannot be started: the run must end. */
+	void (*fatal)(void *ctx, const char *why);
+};
+
+/*
+ * NULL on ENOMEM, or (logged, naming what is missing) when the worker's
+ * world is required and cannot be built.
+ */
+struct runner *runner_new(struct loop *l, const struct runner_config *c,
+    const struct runner_ops *ops, void *ctx);
+void runner_free(struct runner *r);
+
+/* Starts the first worker. 0, or -1 with errno. */
+int runner_start(struct runner *r);
+
+/*
+ * Records a new cell and runs it as soon as a worker is ready. Only one
+ * cell at a time: EBUSY while one is running. Returns the record (owned
+ * by the history), or NULL with errno.
+ */
+struct cell *runner_run(struct runner *r, const char *code, size_t len,
+    const char *summary, const char *source, int64_t generated_by);
+
+/*
+ * fn(ctx, c) runs as soon as the worker is found dead or killed, before
+ * a fresh one is started: c is the cell it was running (outputs filled,
+ * detail may be amended; ops.finished comes once a fresh worker is
+ * ready) or NULL between cells. NULL fn for none.
+ */
+void runner_on_death(struct runner *r, void (*fn)(void *ctx,
+    struct cell *c), void *ctx);
+
+/* Answers a request forwarded through ops.request (REPLY_OK/ERROR). */
+int runner_reply(struct runner *r, uint64_t id, uint32_t status,
+    const char *body, size_t len);
+/*
+ * Answers request id with REPLY_ERROR and the body {"type", "message"}:
+ * the exception the cell sees. A reply that cannot be built or sent is
+ * dropped (the channel is failing; the worker's death follows).
+ */
+void runner_reply_error(struct runner *r, uint64_t id, const char *type,
+    const char *message);
+/* Streams one EVENT for a request before its REPLY. */
+int runner_event(struct runner *r, uint64_t id, const char *body,
+    size_t len);
+
+/* Appends a cell from a journal (see cells_restore). */
+struct cell *runner_restore(struct runner *r, const json_t *in,
+    const json_t *out);
+
+struct cells *runner_cells(struct runner *r);
+struct cell *runner_current(struct runner *r);	/* running cell or NULL */
+/* 1 while a cell runs or waits for a worker (each has its own deadline:
+ * the cell's timeout, the worker's ready timeout). */
+int runner_busy(const struct runner *r);
+struct cell *runner_last(struct runner *r);	/* newest or NULL */
+const struct worker *runner_worker(const struct runner *r);
+/* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */
+const char *runner_containment(const struct runner *r);
+/* What the worker's world has, e.g. "mountns,pidns,...", or "none (why)". */
+const char *runner_isolation(const struct runner *r);
+/*
+ * A signal from sig.h: SIGCHLD reaps orphans reparented to us and returns
+ * -1 (carry on); any other returns the exit status to stop with (130 for
+ * SIGINT, 128 + signo otherwise).
+ */
+int runner_signal(struct runner *r, int signo);
+
+#endif

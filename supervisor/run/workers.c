@@ -1,0 +1,365 @@
+/*
+ * workers.c - one agentz-worker process (see workers.h): its lifecycle.
+ *
+ * Owns: worker_new/free, setting up a spawn (cgroup, the go byte, the
+ * watchers, the READY timer) around wspawn.c's fork, and death: a pidfd
+ * is watched, so a death between cells is seen at once and a grandchild
+ * holding our pipes open cannot make us wait; the frames and output sent
+ * before the death are handled before the owner hears of it.
+ * The fork/exec path is in wspawn.c, the pipes in wout.c, the control
+ * channel in wchan.c; struct worker is in workers_impl.h.
+ *
+ * May include: workers_impl.h, procstat.h, sandbox/ (contain, jail),
+ * common/log.h.
+ */
+#include "supervisor/run/workers_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "supervisor/run/procstat.h"
+
+static void pidfd_event(struct loop *l, int fd, short revents, void *ctx);
+static void ready_timeout(struct loop *l, void *ctx);
+
+struct worker *
+worker_new(struct loop *l, const struct worker_config *c,
+    const struct worker_ops *ops, void *ctx)
+{
+	struct worker *w = calloc(1, sizeof *w);
+
+	if (w == NULL)
+		return NULL;
+	w->loop = l;
+	w->cfg = *c;
+	w->ops = *ops;
+	w->ctx = ctx;
+	w->pidfd = w->chan = w->out = w->err = w->dump = w->status = -1;
+	/* workers start from this descriptor: a path swapped later
+	 * changes nothing */
+	w->exe = open(c->path, O_PATH | O_CLOEXEC);
+	buf_init(&w->outq);
+	buf_init(&w->stack);
+	frame_rx_init(&w->rx, c->max_frame);
+	w->starved = 1;
+	return w;
+}
+
+enum worker_state
+worker_state(const struct worker *w)
+{
+	return w->state;
+}
+
+pid_t
+worker_pid(const struct worker *w)
+{
+	return w->wpid;
+}
+
+pid_t
+worker_child_pid(const struct worker *w)
+{
+	return w->pid;
+}
+
+unsigned
+worker_generation(const struct worker *w)
+{
+	return w->generation;
+}
+
+uint64_t
+worker_spawn_ready_us(const struct worker *w)
+{
+	return w->ready_us > w->spawned_us ? w->ready_us - w->spawned_us : 0;
+}
+
+const char *
+worker_python_version(const struct worker *w)
+{
+	return w->python_version;
+}
+
+const char *
+worker_sandbox(const struct worker *w)
+{
+	return w->sandbox;
+}
+
+static int
+watch_all(struct worker *w)
+{
+	int fl[4] = { w->chan, w->out, w->err, w->dump };
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		if (fcntl(fl[i], F_SETFL, O_NONBLOCK) < 0)
+			return -1;
+	if (loop_watch(w->loop, w->chan, POLLIN, wchan_event, w) < 0 ||
+	    loop_watch(w->loop, w->out, POLLIN, wout_pipe_event, w) < 0 ||
+	    loop_watch(w->loop, w->err, POLLIN, wout_pipe_event, w) < 0 ||
+	    loop_watch(w->loop, w->dump, POLLIN, wout_dump_event, w) < 0 ||
+	    loop_watch(w->loop, w->pidfd, POLLIN, pidfd_event, w) < 0)
+		return -1;
+	w->ready_timer = loop_timer(w->loop, w->cfg.ready_timeout_ms,
+	    ready_timeout, w);
+	return 0;
+}
+
+/* Parent: cgroup, then the go byte. A failure kills the child. */
+static int
+release_child(struct worker *w, int sync)
+{
+	int rc = 0;
+
+	if (w->cfg.contain != NULL && contain_attach(w->cfg.contain,
+	    w->pid) < 0) {
+		log_warn("cannot move worker %ld into its cgroup",
+		    (long)w->pid);
+		rc = -1;
+	} else if (write(sync, "g", 1) != 1) {
+		rc = -1;
+	}
+	(void)close(sync);
+	return rc;
+}
+
+static void
+reset_state(struct worker *w, const int *ours)
+{
+	w->chan = ours[0], w->out = ours[1], w->err = ours[2];
+	w->dump = ours[3];
+	w->status = ours[5];
+	w->wpid = w->pid;	/* until READY tells us better */
+	w->generation++;
+	w->ready_us = 0;
+	w->state = WORKER_STARTING;
+	frame_rx_clear(&w->rx);
+	frame_rx_init(&w->rx, w->cfg.max_frame);
+	w->starved = 1;
+	buf_clear(&w->outq);
+	buf_clear(&w->stack);
+}
+
+int
+worker_spawn(struct worker *w)
+{
+	int ours[6], theirs[6];
+
+	if (w->state != WORKER_DOWN) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (w->cfg.contain != NULL &&
+	    contain_prepare(w->cfg.contain, w->generation + 1) < 0)
+		log_warn("worker cgroup set-up failed; continuing without");
+	if (wspawn_make_fds(ours, theirs) < 0 || wspawn_fork(w, theirs) < 0) {
+		wspawn_close_fds(ours, 6);
+		wspawn_close_fds(theirs, 6);
+		return -1;
+	}
+	wspawn_close_fds(theirs, 6);
+	reset_state(w, ours);
+	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+	if (release_child(w, ours[4]) < 0 || w->pidfd < 0 || watch_all(w) < 0)
+		worker_kill(w, "cannot set up the new worker");
+	return 0;
+}
+
+/* --- death ------------------------------------------------------------ */
+
+static void
+close_all(struct worker *w)
+{
+	int *fds[6] = { &w->chan, &w->out, &w->err, &w->dump, &w->status,
+	    &w->pidfd };
+	size_t i;
+
+	for (i = 0; i < 6; i++) {
+		if (*fds[i] < 0)
+			continue;
+		loop_unwatch(w->loop, *fds[i]);
+		(void)close(*fds[i]);
+		*fds[i] = -1;
+	}
+	loop_timer_cancel(w->loop, w->ready_timer);
+	w->ready_timer = 0;
+	loop_timer_cancel(w->loop, w->more_timer);
+	w->more_timer = 0;
+}
+
+static void
+usage_at_death(const struct worker *w, struct worker_death *d)
+{
+	const struct rusage *ru = &d->ru;
+
+	d->cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000u +
+	    (uint64_t)ru->ru_utime.tv_usec +
+	    (uint64_t)ru->ru_stime.tv_sec * 1000000u +
+	    (uint64_t)ru->ru_stime.tv_usec;
+	d->peak_kb = ru->ru_maxrss;
+	if (w->sampled && w->kill_cpu_us > d->cpu_us) {
+		d->cpu_us = w->kill_cpu_us;
+		d->peak_kb = w->kill_peak_kb;
+	}
+}
+
+static void
+reap(struct worker *w, int options)
+{
+	struct worker_death d;
+	int status = 0, ws;
+	pid_t r;
+
+	memset(&d, 0, sizeof d);
+	do
+		r = wait4(w->pid, &status, options, &d.ru);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return;		/* pidfd readable but not yet waitable */
+	if (r < 0)
+		log_warn("reaping worker %ld", (long)w->pid);
+	/* With a namespace init, the worker's own status came by pipe. */
+	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
+		status = ws;
+	/* frames it sent before dying still count (its DONE): the slices
+	 * left for later turns are handled now */
+	while (w->chan >= 0 && w->more_timer != 0) {
+		loop_timer_cancel(w->loop, w->more_timer);
+		w->more_timer = 0;
+		wchan_process(w);
+	}
+	wout_drain_all(w);
+	wout_read_dump(w);
+	if (w->cfg.contain != NULL) {
+		contain_stats(w->cfg.contain, &d.cg);
+		contain_release(w->cfg.contain);
+	}
+	/* What is left of this worker's tree: in the jail, everything but
+	 * its init; without one, orphans reparented to us. */
+	if (jail_active(w->cfg.jail))
+		(void)jail_kill(w->cfg.jail, 0);
+	(void)contain_sweep(jail_init_pid(w->cfg.jail));
+	close_all(w);
+	if (w->stack.len > 0 && buf_append(&w->stack, "", 1) == 0)
+		d.stack = (const char *)w->stack.data;
+	d.exited = WIFEXITED(status);
+	d.code = d.exited ? WEXITSTATUS(status) : 0;
+	d.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	d.during_cell = w->state == WORKER_BUSY ||
+	    (w->state == WORKER_DYING && w->cell != UINT32_MAX);
+	d.cell = w->cell;
+	d.before_ready = w->ready_us == 0;
+	d.reason = w->kill_reason;
+	usage_at_death(w, &d);
+	w->state = WORKER_DOWN;
+	w->pid = w->wpid = 0;
+	w->ops.death(w, &d, w->ctx);
+	free(w->kill_reason);
+	w->kill_reason = NULL;
+	w->sampled = 0;
+}
+
+static void
+pidfd_event(struct loop *l, int fd, short revents, void *ctx)
+{
+	(void)l;
+	(void)fd;
+	(void)revents;
+	reap(ctx, WNOHANG);
+}
+
+void
+worker_kill(struct worker *w, const char *reason)
+{
+	if (w->state == WORKER_DOWN)
+		return;
+	if (reason != NULL && w->kill_reason == NULL)
+		w->kill_reason = strdup(reason);
+	if (!w->sampled && w->wpid > 0 && procstat_sample_pid(w->wpid,
+	    &w->kill_peak_kb, &w->kill_cpu_us) == 0)
+		w->sampled = 1;
+	if (w->state != WORKER_BUSY && w->state != WORKER_DYING)
+		w->cell = UINT32_MAX;
+	w->state = WORKER_DYING;
+	/* cgroup (atomic), group (setsid made pgid == pid), the pid (init
+	 * of its PID namespace: its death ends every process in it). */
+	if (w->cfg.contain != NULL)
+		(void)contain_kill(w->cfg.contain);
+	(void)kill(-w->pid, SIGKILL);
+	(void)kill(w->pid, SIGKILL);
+	if (jail_active(w->cfg.jail))
+		(void)jail_kill(w->cfg.jail, 0);
+	if (w->chan >= 0) {
+		loop_unwatch(w->loop, w->chan);
+		(void)close(w->chan);
+		w->chan = -1;
+	}
+	if (w->pidfd < 0)
+		reap(w, 0);
+}
+
+static void
+ready_timeout(struct loop *l, void *ctx)
+{
+	struct worker *w = ctx;
+	char why[96];
+
+	(void)l;
+	w->ready_timer = 0;
+	(void)snprintf(why, sizeof why, "no READY within %llu ms",
+	    (unsigned long long)w->cfg.ready_timeout_ms);
+	worker_kill(w, why);
+}
+
+void
+worker_free(struct worker *w)
+{
+	if (w == NULL)
+		return;
+	if (w->state != WORKER_DOWN) {
+		w->ops.death = NULL;
+		(void)kill(-w->pid, SIGKILL);
+		(void)kill(w->pid, SIGKILL);
+		while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		close_all(w);
+	}
+	if (w->exe >= 0)
+		(void)close(w->exe);
+	frame_rx_clear(&w->rx);
+	buf_clear(&w->outq);
+	buf_clear(&w->stack);
+	free(w->kill_reason);
+	free(w);
+}
+
+int
+worker_sweep(struct worker *w)
+{
+	if (!jail_active(w->cfg.jail) || w->ns_pid <= 0) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return jail_kill(w->cfg.jail, w->ns_pid);
+}
+
+int
+worker_interrupt(struct worker *w)
+{
+	if (w->state != WORKER_BUSY) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(w->wpid, SIGINT);
+}

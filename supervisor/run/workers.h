@@ -1,0 +1,128 @@
+/*
+ * workers.h - one agentz-worker process: spawn, control channel, output
+ * pipes, death detection and kill.
+ *
+ * The owner drives it through a few calls and hears back through
+ * struct worker_ops. A misbehaving worker (garbage on the channel, a frame
+ * in the wrong state, no READY in time) is killed and reported as a death
+ * with a reason; nothing it does is fatal to the supervisor.
+ */
+#ifndef AGENTZ_WORKERS_H
+#define AGENTZ_WORKERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "proto/proto.h"
+#include "sandbox/contain.h"
+#include "sandbox/jail.h"
+#include "supervisor/loop/loop.h"
+
+enum worker_state {
+	WORKER_DOWN,		/* no process */
+	WORKER_STARTING,	/* spawned, waiting for READY */
+	WORKER_IDLE,		/* ready for a cell */
+	WORKER_BUSY,		/* running a cell */
+	WORKER_DYING		/* killed or exiting, not yet reaped */
+};
+
+struct worker;
+
+struct worker_death {
+	int exited;		/* 1: exit code valid, 0: signal valid */
+	int code;
+	int signal;
+	int during_cell;	/* the worker died while running `cell` */
+	uint32_t cell;
+	int before_ready;	/* died before READY */
+	const char *reason;	/* our reason for killing it, or NULL */
+	struct rusage ru;
+	struct contain_stats cg;	/* the worker's cgroup at its death */
+	/* the worker's own CPU and peak RSS: from /proc just before our
+	 * kill (a killed namespace init never reaps the worker), else from
+	 * wait4 of what we forked */
+	uint64_t cpu_us;
+	long peak_kb;
+	const char *stack;		/* faulthandler dump, or NULL */
+};
+
+struct worker_ops {
+	void (*ready)(struct worker *w, void *ctx);
+	/* stream: 1 stdout, 2 stderr. */
+	void (*output)(struct worker *w, int stream, const char *p, size_t n,
+	    void *ctx);
+	void (*done)(struct worker *w, const struct msg_done *d, void *ctx);
+	void (*request)(struct worker *w, const struct msg_request *r,
+	    void *ctx);
+	void (*death)(struct worker *w, const struct worker_death *d,
+	    void *ctx);
+	/* Stack-dump bytes arrived (after worker_dump_stacks). */
+	void (*stack)(struct worker *w, void *ctx);
+};
+
+struct worker_config {
+	const char *path;		/* agentz-worker executable */
+	const char *sandbox;		/* "off" | "default" | "strict" */
+	int sandbox_debug;
+	size_t max_frame;
+	size_t output_limit;		/* a traceback's head + tail, 0 none */
+	const char *const *pass_env;	/* extra variable names, NULL-ended */
+	uint64_t ready_timeout_ms;
+	struct contain *contain;	/* cgroups etc.; owned by the caller */
+	struct jail *jail;		/* the run's world; owned by the caller;
+					 * NULL or inactive = none */
+	struct contain_limits limits;	/* rlimits for the child */
+	uint64_t data_limit;		/* RLIMIT_DATA set by the worker, 0 none */
+	int pidns;			/* try a PID namespace */
+};
+
+struct worker *worker_new(struct loop *l, const struct worker_config *c,
+    const struct worker_ops *ops, void *ctx);
+/* Kills (if running), reaps and frees. Accepts NULL. */
+void worker_free(struct worker *w);
+
+/* Starts a process (state must be DOWN). 0, or -1 with errno. */
+int worker_spawn(struct worker *w);
+/* Sends EXEC (state must be IDLE; becomes BUSY). 0, or -1 with errno. */
+int worker_exec(struct worker *w, uint32_t cell, const char *code,
+    size_t len);
+/* Sends REPLY / EVENT for a request. 0, or -1 with errno. */
+int worker_reply(struct worker *w, uint64_t id, uint32_t status,
+    const char *body, size_t len);
+int worker_event(struct worker *w, uint64_t id, const char *body,
+    size_t len);
+/*
+ * Reads what the worker's stdout and stderr pipes hold now (at most one
+ * pipe's capacity each) and hands it to ops.output, so output written
+ * before a request is shown before what answers the request.
+ */
+void worker_drain_output(struct worker *w);
+/* SIGINT to the worker (the running cell sees KeyboardInterrupt). */
+int worker_interrupt(struct worker *w);
+/* SIGKILL to the worker's whole process tree; death is reported later. */
+void worker_kill(struct worker *w, const char *reason);
+/*
+ * Kills every process the worker's cells started, sparing the worker (in
+ * a jail only: its init stops them all first). 0, or -1 with errno.
+ */
+int worker_sweep(struct worker *w);
+/*
+ * Asks the worker's faulthandler for every thread's stack (read from the
+ * dump pipe; reported with the death, or by worker_take_stack).
+ */
+int worker_dump_stacks(struct worker *w);
+/* The stack text dumped so far (malloc'ed, caller frees), or NULL. */
+char *worker_take_stack(struct worker *w);
+
+enum worker_state worker_state(const struct worker *w);
+pid_t worker_pid(const struct worker *w);
+/* The process we forked: the worker, or the init of its PID namespace. */
+pid_t worker_child_pid(const struct worker *w);
+unsigned worker_generation(const struct worker *w);
+uint64_t worker_spawn_ready_us(const struct worker *w);
+const char *worker_python_version(const struct worker *w);
+const char *worker_sandbox(const struct worker *w);
+
+#endif
