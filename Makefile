@@ -167,8 +167,8 @@ FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
 FUZZ_BIN := build-fuzz/fuzz_proto
 FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse
 FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
-	supervisor/model/response.c \
-	common/buf.c
+	supervisor/model/response.c supervisor/model/response_item.c \
+	supervisor/model/response_msg.c common/buf.c
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
 	common/buf.h
 	@mkdir -p $(@D)
