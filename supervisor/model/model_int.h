@@ -1,0 +1,98 @@
+/*
+ * model_int.h - private to the model client's files: model.c (the model,
+ * calls and their rounds), model_stream.c (a round's stream: SSE into the
+ * assembler, events forwarded with redaction), model_outage.c (failures
+ * and outage waits) and model_wire.c (a call whose input is kept as text:
+ * its wire and continuations). Nothing else includes it; the public face
+ * is model.h.
+ */
+#ifndef AGENTZ_MODEL_INT_H
+#define AGENTZ_MODEL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "supervisor/model/http.h"
+#include "supervisor/model/jspan.h"
+#include "supervisor/model/model.h"
+#include "supervisor/model/sse.h"
+
+struct call {
+	struct model *m;
+	uint64_t id;
+	json_t *body;		/* the current round's request */
+	/* a call whose input is kept as text (model_call_raw): the whole
+	 * request text, its input at [in_off, in_off + in_len); body is then
+	 * the rest of the request, unused after the wire is built */
+	char *wire;
+	size_t wire_len, in_off, in_len;
+	int stream;
+	struct host_binding b;
+	struct model_call_ops ops;
+	void *ctx;
+	uint64_t http_id;
+	struct sse *sse;
+	struct response *resp;
+	char *held;		/* the terminal event, until we know */
+	struct streamred *sr;	/* per-field redaction of streamed events */
+	int sse_err;		/* why sse_feed gave up, 0 if it did not */
+	size_t held_len;
+	unsigned rounds;
+	int sealed;		/* its cell ended: no more continuations */
+	/* the outage being waited out; out_tries 0 = none */
+	uint64_t wait_timer;
+	uint64_t out_t0_us;	/* monotonic start */
+	double out_since;	/* wall clock start */
+	unsigned out_tries;
+	struct call *next;
+};
+
+struct model {
+	struct loop *loop;
+	struct model_config cfg;
+	struct http *http;
+	struct hosttools *h;
+	const struct redact *red;
+	char *url;
+	char *auth;
+	struct call *calls;
+	uint64_t next_id;
+	struct model_usage usage;	/* summed `usage` of every round */
+	long patience_ms;	/* <= 0: outages are not waited out */
+	model_outage_fn *outage_fn;
+	void *outage_ctx;
+};
+
+
+/* model.c */
+/* Ends a call: its done callback, then it is gone. */
+void call_finish(struct call *c, const json_t *resp, const char *type,
+    const char *msg);
+/* Posts c's current request (a new round or another try); on failure
+ * c is finished. */
+void call_round(struct call *c);
+
+/* model_stream.c: the sse and http callbacks of a round. */
+int call_sse(void *ctx, const struct sse_event *ev);
+int call_data(void *ctx, const char *p, size_t n);
+
+/* model_outage.c */
+/* A round failed (r): wait out the outage, or finish c with why. */
+void call_failed(struct call *c, const struct http_result *r);
+/* The model answered: c's outage, if any, is over. 1 if the observer
+ * cancelled c (c is freed then). */
+int call_outage_over(struct call *c);
+/* Tells the observer about c's outage. 1 when it cancelled c. */
+int call_outage_report(struct call *c, double next_in, int over,
+    const char *reason);
+
+/* model_wire.c */
+/* The wire text of a raw call from c->body and input. 0, or -1 / ENOMEM. */
+int call_wire_build(struct call *c, struct jspan input);
+/* A host-only round of a raw call: splice the next input and post it. */
+void call_continue_raw(struct call *c, const json_t *resp,
+    const json_t *outputs);
+
+#endif /* AGENTZ_MODEL_INT_H */
