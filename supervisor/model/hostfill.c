@@ -59,21 +59,48 @@ is_type(const json_t *item, const char *type)
 	return t != NULL && strcmp(t, type) == 0;
 }
 
-/* call_ids whose outputs the host provides for this input. */
+/* The stored outputs of the response prev_id (may be NULL), or NULL. */
 static json_t *
-host_ids(struct hosttools *h, const json_t *prev, const json_t *input)
+prev_outputs(const struct hosttools *h, const char *prev_id)
+{
+	return prev_id != NULL ? json_object_get(h->by_response, prev_id) :
+	    NULL;
+}
+
+/* A new set of the call_ids of prev's outputs. */
+static json_t *
+prev_ids(const json_t *prev)
 {
 	json_t *ids = json_object(), *item;
-	const char *cid;
 	size_t i;
 
 	json_array_foreach(prev, i, item)
 		(void)json_object_set_new(ids, item_str(item, "call_id"),
 		    json_true());
+	return ids;
+}
+
+/* The stored output the host answers an input item of this type and
+ * call_id with (a function_call), or NULL. */
+static json_t *
+host_output(const struct hosttools *h, const char *type, const char *cid)
+{
+	if (type == NULL || strcmp(type, "function_call") != 0 || cid == NULL)
+		return NULL;
+	return json_object_get(h->by_call, cid);
+}
+
+/* call_ids whose outputs the host provides for this input. */
+static json_t *
+host_ids(struct hosttools *h, const json_t *prev, const json_t *input)
+{
+	json_t *ids = prev_ids(prev), *item;
+	const char *cid;
+	size_t i;
+
 	json_array_foreach(input, i, item) {
 		cid = item_str(item, "call_id");
-		if (is_type(item, "function_call") && cid != NULL &&
-		    json_object_get(h->by_call, cid) != NULL)
+		if (host_output(h, item_str(item, "type"), cid) != NULL)
 			(void)json_object_set_new(ids, cid, json_true());
 	}
 	return ids;
@@ -82,9 +109,8 @@ host_ids(struct hosttools *h, const json_t *prev, const json_t *input)
 void
 hosttools_fill(struct hosttools *h, json_t *body)
 {
-	const char *prev_id = item_str(body, "previous_response_id");
-	json_t *prev = prev_id != NULL ? json_object_get(h->by_response,
-	    prev_id) : NULL;
+	json_t *prev = prev_outputs(h, item_str(body,
+	    "previous_response_id"));
 	json_t *input, *ids, *added, *next, *item, *stored;
 	const char *cid;
 	size_t i;
@@ -97,21 +123,16 @@ hosttools_fill(struct hosttools *h, json_t *body)
 		return;
 	}
 	next = json_array();
-	added = json_object();
-	json_array_foreach(prev, i, item) {
-		(void)json_array_append(next, item);
-		(void)json_object_set_new(added, item_str(item, "call_id"),
-		    json_true());
-	}
+	added = prev_ids(prev);
+	(void)json_array_extend(next, prev);
 	json_array_foreach(input, i, item) {
 		cid = item_str(item, "call_id");
 		if (is_type(item, "function_call_output") && cid != NULL &&
 		    json_object_get(ids, cid) != NULL)
 			continue;	/* replaced by the host's own output */
 		(void)json_array_append(next, item);
-		stored = cid != NULL ? json_object_get(h->by_call, cid) : NULL;
-		if (is_type(item, "function_call") && stored != NULL &&
-		    json_object_get(added, cid) == NULL) {
+		stored = host_output(h, item_str(item, "type"), cid);
+		if (stored != NULL && json_object_get(added, cid) == NULL) {
 			(void)json_array_append(next, stored);
 			(void)json_object_set_new(added, cid, json_true());
 		}
@@ -174,21 +195,16 @@ put_json(struct buf *b, const json_t *j, int comma)
 static json_t *
 raw_ids(struct hosttools *h, const json_t *prev, struct jspan input)
 {
-	json_t *ids = json_object(), *item;
+	json_t *ids = prev_ids(prev);
 	char type[64], cid[256];
 	struct jspan_iter it;
 	struct jspan v;
-	size_t i;
 
-	json_array_foreach(prev, i, item)
-		(void)json_object_set_new(ids, item_str(item, "call_id"),
-		    json_true());
 	if (jspan_iter_init(&it, input) != '[')
 		return ids;
 	while (jspan_iter_next(&it, NULL, &v)) {
 		span_item(v, type, cid, sizeof cid);
-		if (strcmp(type, "function_call") == 0 && cid[0] != '\0' &&
-		    json_object_get(h->by_call, cid) != NULL)
+		if (host_output(h, type, cid[0] != '\0' ? cid : NULL) != NULL)
 			(void)json_object_set_new(ids, cid, json_true());
 	}
 	return ids;
@@ -227,9 +243,8 @@ raw_items(struct hosttools *h, struct jspan input, json_t *ids,
 		    buf_append(b, v.p, v.n) < 0)
 			return -1;
 		(*n)++;
-		stored = cid[0] != '\0' ? json_object_get(h->by_call, cid) : NULL;
-		if (strcmp(type, "function_call") == 0 && stored != NULL &&
-		    json_object_get(added, cid) == NULL) {
+		stored = host_output(h, type, cid[0] != '\0' ? cid : NULL);
+		if (stored != NULL && json_object_get(added, cid) == NULL) {
 			if (put_json(b, stored, 1) < 0)
 				return -1;
 			(void)json_object_set_new(added, cid, json_true());
@@ -242,9 +257,8 @@ char *
 hosttools_fill_raw(struct hosttools *h, const char *prev_id,
     struct jspan input, size_t *outlen)
 {
-	json_t *prev = prev_id != NULL ? json_object_get(h->by_response,
-	    prev_id) : NULL;
-	json_t *ids = raw_ids(h, prev, input), *added = json_object(), *item;
+	json_t *prev = prev_outputs(h, prev_id);
+	json_t *ids = raw_ids(h, prev, input), *added = prev_ids(prev), *item;
 	struct buf b;
 	size_t i, n = 0;
 	int rc = 0;
@@ -256,11 +270,8 @@ hosttools_fill_raw(struct hosttools *h, const char *prev_id,
 		return NULL;
 	}
 	rc = buf_append(&b, "[", 1);
-	json_array_foreach(prev, i, item) {
+	json_array_foreach(prev, i, item)
 		rc |= put_json(&b, item, n++ > 0);
-		(void)json_object_set_new(added, item_str(item, "call_id"),
-		    json_true());
-	}
 	if (rc == 0)
 		rc = raw_items(h, input, ids, added, &b, &n);
 	json_decref(ids);

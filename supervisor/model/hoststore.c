@@ -43,29 +43,42 @@ hoststore_clear(struct hosttools *h)
 	h->bytes = 0;
 }
 
-static const char *
-item_call_id(const json_t *item)
+/* What an output of text is counted as. */
+static size_t
+stored_size(const char *resp_id, const char *call_id, const char *text)
 {
-	const char *s = json_string_value(json_object_get(item, "call_id"));
-
-	return s != NULL ? s : "";
+	return strlen(resp_id) + strlen(call_id) + STORED_OVERHEAD +
+	    (text != NULL ? strlen(text) : 0);
 }
 
-/* Takes e's output out of both indexes. */
-static void
-unindex(struct hosttools *h, const struct stored *e)
+/* Where e's output is in its response's list (the list's size if not). */
+static size_t
+list_index(const json_t *list, const struct stored *e)
 {
-	json_t *list = json_object_get(h->by_response, e->resp_id), *item;
+	const char *cid;
+	json_t *item;
 	size_t i;
 
+	json_array_foreach(list, i, item) {
+		cid = json_string_value(json_object_get(item, "call_id"));
+		if (strcmp(cid != NULL ? cid : "", e->call_id) == 0)
+			return i;
+	}
+	return json_array_size(list);
+}
+
+/* Takes e's output out of both indexes and frees e. */
+static void
+forget(struct hosttools *h, struct stored *e)
+{
+	json_t *list = json_object_get(h->by_response, e->resp_id);
+
 	(void)json_object_del(h->by_call, e->call_id);
-	json_array_foreach(list, i, item)
-		if (strcmp(item_call_id(item), e->call_id) == 0) {
-			(void)json_array_remove(list, i);
-			break;
-		}
+	(void)json_array_remove(list, list_index(list, e));
 	if (list != NULL && json_array_size(list) == 0)
 		(void)json_object_del(h->by_response, e->resp_id);
+	h->bytes -= e->bytes;
+	stored_free(e);
 }
 
 /* Drops the stored outputs for which drop(e, arg) says so. */
@@ -81,9 +94,7 @@ drop_where(struct hosttools *h, int (*drop)(const struct stored *,
 			continue;
 		}
 		*pp = e->next;
-		unindex(h, e);
-		h->bytes -= e->bytes;
-		stored_free(e);
+		forget(h, e);
 	}
 	h->tail = pp;
 }
@@ -104,9 +115,7 @@ evict(struct hosttools *h, size_t need)
 		h->head = e->next;
 		if (h->head == NULL)
 			h->tail = &h->head;
-		unindex(h, e);
-		h->bytes -= e->bytes;
-		stored_free(e);
+		forget(h, e);
 	}
 }
 
@@ -115,8 +124,7 @@ hoststore_put(struct hosttools *h, const char *resp_id, const char *call_id,
     uint32_t cell, json_t *item)
 {
 	const char *text = json_string_value(json_object_get(item, "output"));
-	size_t bytes = strlen(resp_id) + strlen(call_id) + STORED_OVERHEAD +
-	    (text != NULL ? strlen(text) : 0);
+	size_t bytes = stored_size(resp_id, call_id, text);
 	json_t *list, *small = NULL;
 	struct stored *e;
 	char note[200];
@@ -130,8 +138,7 @@ hoststore_put(struct hosttools *h, const char *resp_id, const char *call_id,
 		    "later request; call the tool again for a smaller part",
 		    text != NULL ? strlen(text) : 0);
 		item = small = hosttools_output_item(call_id, note);
-		bytes = strlen(resp_id) + strlen(call_id) + STORED_OVERHEAD +
-		    strlen(note);
+		bytes = stored_size(resp_id, call_id, note);
 	}
 	e = bytes <= h->budget ? calloc(1, sizeof *e) : NULL;
 	if (e == NULL || item == NULL || (e->resp_id = strdup(resp_id)) ==
@@ -180,8 +187,7 @@ static void
 shrink(struct hosttools *h, struct stored *e)
 {
 	char note[200];
-	json_t *item, *list, *it;
-	size_t i;
+	json_t *item, *list;
 
 	(void)snprintf(note, sizeof note, "Error: this host tool output was "
 	    "not kept after cell %u ended; call the tool again if it is "
@@ -191,15 +197,10 @@ shrink(struct hosttools *h, struct stored *e)
 		return;
 	(void)json_object_set(h->by_call, e->call_id, item);
 	list = json_object_get(h->by_response, e->resp_id);
-	json_array_foreach(list, i, it)
-		if (strcmp(item_call_id(it), e->call_id) == 0) {
-			(void)json_array_set(list, i, item);
-			break;
-		}
+	(void)json_array_set(list, list_index(list, e), item);
 	json_decref(item);
 	h->bytes -= e->bytes;
-	e->bytes = strlen(e->resp_id) + strlen(e->call_id) + STORED_OVERHEAD +
-	    strlen(note);
+	e->bytes = stored_size(e->resp_id, e->call_id, note);
 	h->bytes += e->bytes;
 }
 

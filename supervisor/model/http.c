@@ -227,6 +227,16 @@ http_req_unlink(struct http_req *r)
 	r->next = NULL;
 }
 
+/* Cancels r's start, deadline and idle timers. */
+void
+http_req_timers_cancel(struct http_req *r)
+{
+	loop_timer_cancel(r->h->loop, r->start_timer);
+	loop_timer_cancel(r->h->loop, r->deadline_timer);
+	loop_timer_cancel(r->h->loop, r->idle_timer);
+	r->start_timer = r->deadline_timer = r->idle_timer = 0;
+}
+
 /* Unlinks r and parks it on the zombie list; freed by http_reap_zombies(). */
 static void
 req_bury(struct http_req *r)
@@ -234,10 +244,7 @@ req_bury(struct http_req *r)
 	struct http *h = r->h;
 
 	http_req_unlink(r);
-	loop_timer_cancel(h->loop, r->start_timer);
-	loop_timer_cancel(h->loop, r->deadline_timer);
-	loop_timer_cancel(h->loop, r->idle_timer);
-	r->start_timer = r->deadline_timer = r->idle_timer = 0;
+	http_req_timers_cancel(r);
 	r->cancelled = 1;
 	r->next = h->zombies;
 	h->zombies = r;

@@ -62,6 +62,7 @@ struct http {
 void http_req_stop(struct http_req *r);
 void http_req_free(struct http_req *r);
 void http_req_unlink(struct http_req *r);
+void http_req_timers_cancel(struct http_req *r);
 void http_reap_zombies(struct http *h);
 
 /* http_xfer.c: one request, attempt by attempt. */

@@ -26,9 +26,7 @@ req_finish(struct http_req *r, struct http_result *res)
 
 	http_req_unlink(r);
 	http_req_stop(r);
-	loop_timer_cancel(h->loop, r->start_timer);
-	loop_timer_cancel(h->loop, r->deadline_timer);
-	r->start_timer = r->deadline_timer = 0;
+	http_req_timers_cancel(r);
 	res->attempts = r->attempts;
 	res->status = r->status;
 	res->request_id = r->request_id[0] != '\0' ? r->request_id : NULL;
@@ -437,8 +435,7 @@ http_post(struct http *h, const struct http_request_opts *o,
 	}
 	if (r->start_timer == 0 || (r->timeout_ms > 0 &&
 	    r->deadline_timer == 0)) {
-		loop_timer_cancel(h->loop, r->start_timer);
-		loop_timer_cancel(h->loop, r->deadline_timer);
+		http_req_timers_cancel(r);
 		http_req_free(r);
 		errno = ENOMEM;
 		return 0;
