@@ -23,8 +23,9 @@
  * handed over in the result, for the caller to format "HTTP 401: ...".
  *
  * Silent (prints nothing), no signals (CURLOPT_NOSIGNAL), redirects not
- * followed. Nothing here exposes curl types; http.c is the only file that
- * includes <curl/curl.h>.
+ * followed. Nothing here exposes curl types; http.c, http_xfer.c and
+ * http_retry.c (sharing http_int.h) are the only files that include
+ * <curl/curl.h>.
  */
 #ifndef AGENTZ_HTTP_H
 #define AGENTZ_HTTP_H
