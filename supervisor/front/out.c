@@ -398,17 +398,26 @@ out_set_redact(const struct redact *r)
 	out.red = r;
 }
 
+/* Nothing to queue: empty, a broken stream, or a regular file written
+ * directly. 1 when p was dealt with. */
+static int
+written_now(struct outq *q, const char *p, size_t n)
+{
+	if (n == 0 || q->mode == M_BROKEN)
+		return 1;
+	if (q->mode != M_DIRECT)
+		return 0;
+	(void)try_write(q, p, n);
+	return 1;
+}
+
 void
 out_msg(int stream, const char *p, size_t n)
 {
 	struct outq *q = queue(stream);
 
-	if (n == 0 || q->mode == M_BROKEN)
+	if (written_now(q, p, n))
 		return;
-	if (q->mode == M_DIRECT) {
-		(void)try_write(q, p, n);
-		return;
-	}
 	if (!q->dropping && q->len + n <= OUT_QUEUE_MAX)
 		put_whole(q, p, n);
 	else
@@ -420,12 +429,8 @@ out_record(int stream, const char *p, size_t n)
 {
 	struct outq *q = queue(stream);
 
-	if (n == 0 || q->mode == M_BROKEN)
+	if (written_now(q, p, n))
 		return;
-	if (q->mode == M_DIRECT) {
-		(void)try_write(q, p, n);
-		return;
-	}
 	if (q->len + n > OUT_RECORD_MAX) {	/* the reader is gone */
 		log_warnx("a result record of %zu bytes was dropped: %zu bytes "
 		    "wait for a stalled reader", n, q->len);

@@ -20,6 +20,35 @@ WORKER = os.path.join(BUILD, "agentz-worker")
 SAN = os.environ.get("AGENTZ_SAN") == "1"
 
 
+# A cell asking the model once: RESULT <text>, or MODELERROR <why>; quit().
+PROBE = """
+    try:
+        r = call_me(input='PROBE-REQ')
+        print('RESULT', r.output_text)
+    except ModelError as e:
+        print('MODELERROR', e)
+    quit()
+    """
+
+# Cell code defining count_marked(mark): processes whose command line or
+# environment holds mark, as the cell sees /proc.
+COUNT_MARKED = r'''
+import os
+def count_marked(mark):
+    n = 0
+    for d in os.listdir('/proc'):
+        if d.isdigit():
+            for what in ('cmdline', 'environ'):
+                try:
+                    with open('/proc/%s/%s' % (d, what), 'rb') as f:
+                        if mark.encode() in f.read():
+                            n += 1
+                            break
+                except OSError:
+                    pass
+    return n
+'''
+
 def run(args, stdin=None, env=None, timeout=60, **kw):
     """Run the agentz binary; returns CompletedProcess with text output."""
     full_env = dict(os.environ)

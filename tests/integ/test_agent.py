@@ -25,7 +25,7 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentz_util import AGENTZ, SAN  # noqa: E402
+from agentz_util import AGENTZ, PROBE, SAN  # noqa: E402
 from model_server import ModelServer  # noqa: E402
 
 SLOW = 4 if SAN else 1
@@ -809,14 +809,6 @@ def test_get_history_cells_slices(tmp_path):
 # model errors
 # ---------------------------------------------------------------------------
 
-PROBE = """
-    try:
-        r = call_me(input='PROBE-REQ')
-        print('RESULT', r.output_text)
-    except ModelError as e:
-        print('MODELERROR', e)
-    quit()
-    """
 
 PROBE_STREAM = """
     try:

@@ -32,8 +32,8 @@ import uuid
 
 import pytest
 
-from agentz_util import (AGENTZ, SAN, cells, kill_marked, marked_processes,
-                         new_marker)
+from agentz_util import (AGENTZ, COUNT_MARKED, SAN, cells, kill_marked,
+                         marked_processes, new_marker)
 
 T = ["--cell-timeout", "1", "--grace", "0.5"]
 OK_CELL = "print('ok')"
@@ -353,7 +353,7 @@ def test_fork_bomb_is_contained_and_nothing_survives_the_kill():
         # --cell-timeout is only a safety net here, never reached.
         r = agentz_run(["x = 1", code,
                         "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
-                        COUNT_MARKED + "print(count(%r))\nprint('ok')" % marker],
+                        COUNT_MARKED + "print(count_marked(%r))\nprint('ok')" % marker],
                        args=["--cell-timeout", "120"], timeout=300,
                        expect_rc=1)
         left = marked_processes(marker)
@@ -390,35 +390,17 @@ os.waitpid(pid, 0)
 time.sleep(0.2)
 '''
 
-COUNT_MARKED = r'''
-import os
-def count(mark):
-    n = 0
-    for d in os.listdir('/proc'):
-        if d.isdigit():
-            for what in ('cmdline', 'environ'):
-                try:
-                    with open('/proc/%s/%s' % (d, what), 'rb') as f:
-                        if mark.encode() in f.read():
-                            n += 1
-                            break
-                except OSError:
-                    pass
-    return n
-'''
-
-
 def test_setsid_double_fork_daemon_is_gone_after_the_kill():
     m1, m2 = new_marker(), new_marker()
     codes = [
-        COUNT_MARKED + DAEMON % {"marker": m1} + "print(count(%r))" % m1,
+        COUNT_MARKED + DAEMON % {"marker": m1} + "print(count_marked(%r))" % m1,
         "import os\nos._exit(0)",
         # the next worker sees that the first daemon died with its worker
-        COUNT_MARKED + "print(count(%r))" % m1,
-        COUNT_MARKED + DAEMON % {"marker": m2} + "print(count(%r))" % m2 +
+        COUNT_MARKED + "print(count_marked(%r))" % m1,
+        COUNT_MARKED + DAEMON % {"marker": m2} + "print(count_marked(%r))" % m2 +
         "\nimport signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "time.sleep(1e6)",
-        COUNT_MARKED + "print(count(%r))" % m2,
+        COUNT_MARKED + "print(count_marked(%r))" % m2,
     ]
     seen = {}
 

@@ -44,8 +44,9 @@ import uuid
 
 import pytest
 
-from agentz_util import (BUILD, SAN, binaries_for_any_user, cells, kill_marked,
-                         marked_processes, new_marker, read_proc)
+from agentz_util import (BUILD, COUNT_MARKED, SAN, binaries_for_any_user,
+                         cells, kill_marked, marked_processes, new_marker,
+                         read_proc)
 from model_server import ModelServer
 
 IS_ROOT = os.geteuid() == 0
@@ -113,22 +114,6 @@ def write_back(path):
     return 'write:OK'
 def report(**kw):
     print('PROBE ' + _json.dumps(kw, sort_keys=True), flush=True)
-'''
-
-COUNT_MARKED = r'''
-def count_marked(mark):
-    n = 0
-    for d in os.listdir('/proc'):
-        if d.isdigit():
-            for what in ('cmdline', 'environ'):
-                try:
-                    with open('/proc/%s/%s' % (d, what), 'rb') as f:
-                        if mark.encode() in f.read():
-                            n += 1
-                            break
-                except OSError:
-                    pass
-    return n
 '''
 
 # A setsid double-forked daemon carrying the marker; returns once the

@@ -23,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentz_util import AGENTZ, SAN  # noqa: E402
+from agentz_util import AGENTZ, PROBE, SAN  # noqa: E402
 from model_server import ModelServer  # noqa: E402
 
 SLOW = 4 if SAN else 1
@@ -31,14 +31,6 @@ TASK = "Compute the answer to the test question."
 RECOVERY_PREFIX = "Repair the failed cell and continue the original task."
 WAITING = "waiting for the model:"
 
-PROBE = """
-    try:
-        r = call_me(input='PROBE-REQ')
-        print('RESULT', r.output_text)
-    except ModelError as e:
-        print('MODELERROR', e)
-    quit()
-    """
 
 
 def code(src):
