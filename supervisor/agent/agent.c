@@ -33,6 +33,7 @@ extern char **environ;
 
 #include "common/log.h"
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/cells/journal.h"

@@ -2,6 +2,7 @@
  * history.c - history views for cells and the model (see history.h).
  */
 #include "supervisor/cells/history.h"
+#include "supervisor/cells/record_json.h"
 
 #include <errno.h>
 #include <stdarg.h>
