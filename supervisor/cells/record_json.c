@@ -223,6 +223,16 @@ cells_json(const struct cell *c)
 	return o;
 }
 
+json_t *
+cells_journal_json(const struct cell *c, int outputs)
+{
+	json_t *o = json_pack("{s:i}", "cell", (int)c->n);
+
+	(void)json_object_update_new(o, outputs ? cells_outputs_json(c) :
+	    cells_inputs_json(c));
+	return o;
+}
+
 /* --- the journal's records as JSON ---------------------------------------- */
 
 int

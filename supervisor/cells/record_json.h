@@ -23,6 +23,9 @@ struct journal;
 json_t *cells_inputs_json(const struct cell *c);
 json_t *cells_outputs_json(const struct cell *c);
 json_t *cells_json(const struct cell *c);
+/* The journal's "input" (outputs 0) or "output" record of c: "cell" and
+ * that part, without "v" and "type" (journal_append adds them). */
+json_t *cells_journal_json(const struct cell *c, int outputs);
 
 /*
  * Rebuilds a cell from a journal's input record and its output record
