@@ -33,6 +33,7 @@ extern char **environ;
 
 #include "common/log.h"
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/cells/journal.h"
@@ -88,15 +89,6 @@ agent_record(struct agent *a, const char *type, json_t *rec)
 	return rc;
 }
 
-static json_t *
-cell_record(const struct cell *c, json_t *(*part)(const struct cell *))
-{
-	json_t *o = json_pack("{s:i}", "cell", (int)c->n);
-
-	(void)json_object_update_new(o, part(c));
-	return o;
-}
-
 /*
  * Journals part of c's record; the history then reads it back from there
  * instead of keeping it in memory.
@@ -108,8 +100,8 @@ agent_record_cell(struct agent *a, const struct cell *c, int outputs)
 	size_t len;
 	int rc;
 
-	rc = agent_record(a, outputs ? "output" : "input", cell_record(c,
-	    outputs ? cells_outputs_json : cells_inputs_json));
+	rc = agent_record(a, outputs ? "output" : "input",
+	    cells_journal_json(c, outputs));
 	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
 		journal_last(a->journal, &off, &len);
 		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,

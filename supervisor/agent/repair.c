@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/cells/journal.h"
 #include "supervisor/model/jspan.h"
@@ -302,7 +303,7 @@ restore_cell(struct agent *a, const json_t *in, const json_t *out)
 		log_warn("--resume: cannot read cell records back from %s",
 		    a->cfg.journal);
 	else if (i != NULL)
-		c = runner_restore(a->runner, i, o);
+		c = cells_restore(runner_cells(a->runner), i, o);
 	json_decref(i);
 	json_decref(o);
 	if (c == NULL)

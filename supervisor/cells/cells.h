@@ -1,12 +1,12 @@
 /*
  * cells.h - the cell history: one record per cell, inputs written before
  * the cell runs and outputs after (SPEC §2), with the output captured
- * under a head+tail cap.
+ * under a head+tail cap. Plain structs: the record as JSON is
+ * record_json.h, the store of evicted records store.h.
  */
 #ifndef AGENTZ_CELLS_H
 #define AGENTZ_CELLS_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -115,12 +115,6 @@ struct cell *cells_get(struct cells *h, size_t i);
 /* Cell i's status, in memory or not. */
 enum cell_status cells_status(const struct cells *h, size_t i);
 /*
- * A part of cell i's record as a new JSON object (cells_inputs_json,
- * cells_outputs_json, cells_json), from memory or read back. NULL with
- * errno: ENOENT for no such cell, EIO for a store that cannot be read.
- */
-json_t *cells_part(struct cells *h, size_t i, enum cells_part p);
-/*
  * Part of c's record (outputs or inputs) is the journal's record at off
  * (len bytes): once both are there, evicting the record frees it.
  */
@@ -144,24 +138,7 @@ void cells_set_detail(struct cell *c, const char *detail);
 /* Accounting of a cell whose worker died: CPU since the cell began. */
 void cells_set_usage(struct cell *c, uint64_t cpu_us, long peak_kb);
 
-/*
- * Rebuilds a cell from a journal's input record and its output record
- * (NULL: the cell never finished). Appends it to h. NULL with errno
- * EINVAL for a record without code, ENOMEM.
- */
-struct cell *cells_restore(struct cells *h, const json_t *in,
-    const json_t *out);
-
 const char *cells_status_name(enum cell_status s);
 const char *cells_kind_name(enum cell_kind k);
-
-/*
- * The record as new JSON objects (valid UTF-8 whatever the output): the
- * inputs part, the outputs part (a running cell: status "running" and
- * the output captured so far), and both merged with "cell" and "source".
- */
-json_t *cells_inputs_json(const struct cell *c);
-json_t *cells_outputs_json(const struct cell *c);
-json_t *cells_json(const struct cell *c);
 
 #endif

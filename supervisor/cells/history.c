@@ -12,11 +12,26 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "supervisor/cells/record_json.h"
+
 /* Bytes of j as compact JSON. */
 static size_t
 json_bytes(const json_t *j)
 {
 	return json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* j (consumed) as compact JSON text; NULL for NULL or out of memory. */
+static char *
+text_of(json_t *j)
+{
+	char *s = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) :
+	    NULL;
+
+	json_decref(j);
+	return s;
 }
 
 static void
@@ -134,9 +149,8 @@ get_index(const json_t *body, const char *name, size_t *v)
 	return 1;
 }
 
-json_t *
-history_serve(struct cells *h, const json_t *body, const char **type,
-    char **err)
+static json_t *
+serve(struct cells *h, const json_t *body, const char **type, char **err)
 {
 	const char *what = json_string_value(json_object_get(body, "what"));
 	enum cells_part p;
@@ -164,6 +178,17 @@ history_serve(struct cells *h, const json_t *body, const char **type,
 	*err = strdup("cells: give what (inputs, outputs or last_error) and, "
 	    "for inputs and outputs, keys, cell or start and end");
 	return NULL;
+}
+
+char *
+history_serve(struct cells *h, const char *body, size_t len,
+    const char **type, char **err)
+{
+	json_t *b = json_loadb(body, len, 0, NULL);
+	json_t *res = serve(h, b, type, err);
+
+	json_decref(b);
+	return text_of(res);
 }
 
 /* An index argument: missing or null (1, *set = 0) or an integer. */
@@ -248,8 +273,8 @@ slice_cells(struct cells *h, size_t a, size_t b, json_t *out)
 	return list;
 }
 
-json_t *
-history_slice(struct cells *h, const json_t *args, char **err)
+static json_t *
+slice(struct cells *h, const json_t *args, char **err)
 {
 	json_int_t start = 0, end = 0, n = (json_int_t)h->n;
 	int has_start, has_end;
@@ -273,6 +298,16 @@ history_slice(struct cells *h, const json_t *args, char **err)
 	return out;
 }
 
+char *
+history_slice(struct cells *h, const char *args, char **err)
+{
+	json_t *a = args != NULL ? json_loads(args, 0, NULL) : NULL;
+	json_t *res = slice(h, a, err);
+
+	json_decref(a);
+	return text_of(res);
+}
+
 static void
 add_whitelisted(json_t *info)
 {
@@ -290,8 +325,8 @@ add_whitelisted(json_t *info)
 	json_decref(given);
 }
 
-json_t *
-history_runtime_info(void)
+char *
+history_runtime_info(const char *isolation, const char *workspace)
 {
 	const char *provider = getenv("AGENTZ_PROVIDER");
 	char cwd[4096], platform[400];
@@ -307,8 +342,12 @@ history_runtime_info(void)
 		(void)snprintf(platform, sizeof platform, "linux");
 	info = json_pack("{s:s, s:s, s:s}", "provider",
 	    provider != NULL && *provider ? provider : "local",
-	    "platform", platform, "workspace", cwd);
-	if (info != NULL)
+	    "platform", platform, "workspace", workspace != NULL ? workspace :
+	    cwd);
+	if (info != NULL) {
 		add_whitelisted(info);
-	return info;
+		(void)json_object_set_new(info, "isolation",
+		    json_string(isolation));
+	}
+	return text_of(info);
 }

@@ -230,37 +230,27 @@ append_line(struct journal *j, const char *line, size_t n)
 }
 
 int
-journal_append(struct journal *j, const char *type, json_t *rec)
+journal_write(struct journal *j, const char *text, size_t n)
 {
-	char *line, *clean = NULL;
-	size_t n;
+	char *line;
 	int rc;
 
 	if (j->broken) {
 		errno = EIO;
 		return -1;
 	}
-	(void)json_object_set_new(rec, "v", json_integer(JOURNAL_VERSION));
-	(void)json_object_set_new(rec, "type", json_string(type));
-	line = json_dumps(rec, JSON_COMPACT);
+	if (j->red != NULL && redact_count(j->red) > 0)
+		line = redact_string(j->red, text, n, &n);
+	else if ((line = malloc(n + 1)) != NULL)
+		memcpy(line, text, n);
 	if (line == NULL) {
 		errno = ENOMEM;
 		return -1;
 	}
-	n = strlen(line);
-	if (j->red != NULL && redact_count(j->red) > 0 &&
-	    (clean = redact_string(j->red, line, n, &n)) == NULL) {
-		free(line);
-		errno = ENOMEM;
-		return -1;
-	}
 	/* one write of the line and its newline: no interleaving */
-	if (clean == NULL)
-		clean = line, line = NULL;
-	clean[n] = '\n';	/* the NUL goes; we never print it */
-	rc = append_line(j, clean, n + 1);
+	line[n] = '\n';	/* the NUL goes; we never print it */
+	rc = append_line(j, line, n + 1);
 	free(line);
-	free(clean);
 	return rc;
 }
 
@@ -271,11 +261,10 @@ journal_last(const struct journal *j, uint64_t *off, size_t *len)
 	*len = j->last_len;
 }
 
-json_t *
-journal_read(const struct journal *j, uint64_t off, size_t len)
+char *
+journal_read_line(const struct journal *j, uint64_t off, size_t len)
 {
 	char *line;
-	json_t *rec;
 	ssize_t n;
 
 	if (len == 0 || (line = malloc(len)) == NULL) {
@@ -288,192 +277,6 @@ journal_read(const struct journal *j, uint64_t off, size_t len)
 		errno = n < 0 ? errno : EIO;
 		return NULL;
 	}
-	rec = json_loadb(line, len - 1, 0, NULL);
-	free(line);
-	if (rec == NULL)
-		errno = EIO;
-	return rec;
-}
-
-/* --- reading back ----------------------------------------------------------- */
-
-enum ftype { F_STR, F_NUM, F_INT, F_CELL, F_BOOL };
-
-struct field {
-	const char *name;
-	enum ftype type;
-	int optional;		/* may be absent or null */
-};
-
-/* What each record type must hold (journal.h). */
-static const struct schema {
-	const char *type;
-	struct field f[4];
-} schemas[] = {
-	{ "run", { { "task", F_STR, 0 }, { "model", F_STR, 0 },
-	    { "at", F_NUM, 0 } } },
-	{ "resume", { { "task", F_STR, 0 }, { "model", F_STR, 0 },
-	    { "at", F_NUM, 0 } } },
-	{ "isolation", { { "isolation", F_STR, 0 },
-	    { "containment", F_STR, 0 } } },
-	{ "input", { { "cell", F_CELL, 0 }, { "code", F_STR, 0 },
-	    { "summary", F_STR, 1 }, { "generated_by", F_INT, 1 } } },
-	{ "successor", { { "cell", F_CELL, 0 }, { "code", F_STR, 0 },
-	    { "summary", F_STR, 0 }, { "repair", F_BOOL, 1 } } },
-	{ "usage", { { "tokens", F_INT, 0 }, { "estimated", F_INT, 1 },
-	    { "cost", F_NUM, 1 } } },
-	{ "output", { { "cell", F_CELL, 0 }, { "status", F_STR, 0 },
-	    { "kind", F_STR, 1 } } },
-	{ "stop", { { "exit", F_INT, 0 }, { "reason", F_STR, 1 },
-	    { "at", F_NUM, 1 } } },
-};
-
-static int
-field_ok(const json_t *v, const struct field *f)
-{
-	if (v == NULL || json_is_null(v))
-		return f->optional;
-	switch (f->type) {
-	case F_STR:
-		return json_is_string(v);
-	case F_NUM:
-		return json_is_number(v);
-	case F_INT:
-		return json_is_integer(v);
-	case F_CELL:
-		return json_is_integer(v) && json_integer_value(v) >= 0;
-	case F_BOOL:
-		return json_is_boolean(v);
-	}
-	return 0;
-}
-
-/* NULL when rec is a valid record, else what is wrong with it. */
-static const char *
-check_record(const json_t *rec, char *buf, size_t size)
-{
-	const char *type = json_string_value(json_object_get(rec, "type"));
-	const json_t *v = json_object_get(rec, "v");
-	size_t i, k;
-
-	if (!json_is_object(rec))
-		return "not a JSON object";
-	if (type == NULL)
-		return "no \"type\" string";
-	if (!json_is_integer(v) || json_integer_value(v) != JOURNAL_VERSION) {
-		(void)snprintf(buf, size, "record version is not %d",
-		    JOURNAL_VERSION);
-		return buf;
-	}
-	for (i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
-		if (strcmp(schemas[i].type, type) != 0)
-			continue;
-		for (k = 0; k < 4 && schemas[i].f[k].name != NULL; k++) {
-			if (field_ok(json_object_get(rec, schemas[i].f[k].name),
-			    &schemas[i].f[k]))
-				continue;
-			(void)snprintf(buf, size, "a \"%s\" record with a missing "
-			    "or mistyped \"%s\"", type, schemas[i].f[k].name);
-			return buf;
-		}
-		break;
-	}
-	return NULL;
-}
-
-/* The cell records journal_load keeps only the place of. */
-static int
-kept_by_place(const json_t *rec)
-{
-	const char *type = json_string_value(json_object_get(rec, "type"));
-
-	return strcmp(type, "input") == 0 || strcmp(type, "output") == 0;
-}
-
-static json_t *
-place_of(json_t *rec, off_t off, size_t len)
-{
-	json_t *stub = json_pack("{s:O, s:O, s:O, s:[I, I]}", "v",
-	    json_object_get(rec, "v"), "type", json_object_get(rec, "type"),
-	    "cell", json_object_get(rec, "cell"), "@at", (json_int_t)off,
-	    (json_int_t)len);
-
-	json_decref(rec);
-	return stub;
-}
-
-int
-journal_where(const json_t *rec, uint64_t *off, size_t *len)
-{
-	const json_t *at = json_object_get(rec, "@at");
-
-	if (json_array_size(at) != 2)
-		return -1;
-	*off = (uint64_t)json_integer_value(json_array_get(at, 0));
-	*len = (size_t)json_integer_value(json_array_get(at, 1));
-	return 0;
-}
-
-json_t *
-journal_full(const struct journal *j, const json_t *rec)
-{
-	uint64_t off;
-	size_t len;
-
-	if (journal_where(rec, &off, &len) < 0)
-		return json_incref((json_t *)(uintptr_t)rec);
-	return journal_read(j, off, len);
-}
-
-json_t *
-journal_load(const char *path, char **err)
-{
-	FILE *f = fopen(path, "re");
-	json_t *all, *rec;
-	json_error_t je;
-	char *line = NULL, buf[160];
-	const char *bad = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	off_t at = 0;
-	int lineno = 0;
-
-	*err = NULL;
-	if (f == NULL) {
-		set_err(err, "cannot read", path, strerror(errno));
-		return NULL;
-	}
-	all = json_array();
-	while (bad == NULL && (n = getline(&line, &cap, f)) > 0) {
-		lineno++;
-		rec = NULL;
-		if (line[n - 1] != '\n')
-			bad = "a last line without its newline";
-		else if ((rec = json_loadb(line, (size_t)n, 0, &je)) == NULL)
-			bad = je.text;
-		else
-			bad = check_record(rec, buf, sizeof buf);
-		if (bad == NULL && kept_by_place(rec))
-			rec = place_of(rec, at, (size_t)n);
-		if (bad == NULL && rec == NULL)
-			bad = "out of memory";
-		if (bad == NULL)
-			(void)json_array_append_new(all, rec);
-		else
-			json_decref(rec);
-		at += n;
-	}
-	if (bad == NULL && ferror(f))
-		bad = strerror(errno);
-	if (bad != NULL) {
-		if (asprintf(err, "%s:%d: corrupt journal record (%s): the "
-		    "journal cannot be trusted past it; fix or move it",
-		    path, lineno, bad) < 0)
-			*err = NULL;
-		json_decref(all);
-		all = NULL;
-	}
-	free(line);
-	(void)fclose(f);
-	return all;
+	line[len - 1] = '\0';
+	return line;
 }

@@ -10,7 +10,8 @@
  *   {"v":1,"type":"output","cell":n, status, kind, output, ...}
  *   {"v":1,"type":"stop","exit":rc,"reason":..,"at":..}
  * Every line is redacted like everything else that is recorded. A
- * restarted supervisor reads it back (journal_load) to resume the run.
+ * restarted supervisor reads it back (journal_load, record_json.h) to
+ * resume the run.
  *
  * The journal is a log like a database's: one supervisor at a time holds
  * it (an exclusive flock on a close-on-exec descriptor, for the life of
@@ -20,7 +21,6 @@
 #ifndef AGENTZ_JOURNAL_H
 #define AGENTZ_JOURNAL_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,37 +42,23 @@ struct journal *journal_open(const char *path, const struct redact *red,
     char **err);
 void journal_close(struct journal *j);
 /*
- * Appends rec (borrowed) with "v" and "type" set, then fdatasync. 0, or
- * -1 with errno (the caller stops the run: an unrecorded step must not
- * happen). A failed write is cut off again (the journal ends at its last
- * whole record) and every later append fails with EIO.
+ * Appends one record: text is its JSON (n bytes, no newline), redacted
+ * here, then the newline, then fdatasync. 0, or -1 with errno (the
+ * caller stops the run: an unrecorded step must not happen). A failed
+ * write is cut off again (the journal ends at its last whole record) and
+ * every later append fails with EIO. The record's JSON form (with "v" and
+ * "type") is record_json.h's journal_append.
  */
-int journal_append(struct journal *j, const char *type, json_t *rec);
+int journal_write(struct journal *j, const char *text, size_t n);
 /* Where the last record appended starts, and its length (newline included). */
 void journal_last(const struct journal *j, uint64_t *off, size_t *len);
 /*
- * The record at off (len bytes, newline included), as written: a new
- * object, or NULL with errno (EIO: not a whole record there, ENOMEM).
- * Reads through the locked descriptor; the file offset is not moved.
+ * The line at off (len bytes, newline included), as written, with a NUL
+ * in place of its newline (malloc'ed), or NULL with errno (EIO: not a
+ * whole record there, ENOMEM). Reads through the locked descriptor; the
+ * file offset is not moved. The records as JSON (journal_read,
+ * journal_load) are record_json.h.
  */
-json_t *journal_read(const struct journal *j, uint64_t off, size_t len);
-
-/*
- * Reads every record of path, in order, each checked against the schema
- * of its type (the fields it must have and their JSON types; a type this
- * version does not know is kept, with "v" and "type" checked). Every line
- * must end with a newline (journal_open has cut a torn tail). Returns a
- * new array, or NULL with *err (malloc'ed) naming the file and line.
- */
-json_t *journal_load(const char *path, char **err);
-/*
- * The records of cells ("input", "output") can be megabytes each, so
- * journal_load keeps only their "v", "type", "cell" and where they are:
- * journal_where gives the place (0, or -1 for a record kept whole), and
- * journal_full the whole record read back (a new reference; rec itself,
- * with a new reference, when it was kept whole; NULL with errno).
- */
-int journal_where(const json_t *rec, uint64_t *off, size_t *len);
-json_t *journal_full(const struct journal *j, const json_t *rec);
+char *journal_read_line(const struct journal *j, uint64_t off, size_t len);
 
 #endif

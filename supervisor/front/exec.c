@@ -21,6 +21,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/front/out.h"
 #include "supervisor/text/redact.h"

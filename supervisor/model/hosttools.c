@@ -175,16 +175,17 @@ static char *
 run_history(const json_t *args, const struct host_binding *b)
 {
 	char *err = NULL, *s;
-	json_t *res = history_slice(b->history, args, &err);
+	char *a = args != NULL ? json_dumps(args, JSON_COMPACT |
+	    JSON_ENCODE_ANY) : NULL;
+	char *res = history_slice(b->history, a, &err);
 
+	free(a);
 	if (res == NULL) {
 		s = msg("Error: %s", err != NULL ? err : "bad arguments");
 		free(err);
 		return s;
 	}
-	s = json_dumps(res, JSON_COMPACT);
-	json_decref(res);
-	return s;
+	return res;
 }
 
 /* Runs one host call; returns its output text, or NULL + *err to abort. */

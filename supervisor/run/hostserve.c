@@ -23,23 +23,6 @@
 #include "supervisor/cells/history.h"
 #include "supervisor/run/hostreq.h"
 
-/* RUNTIME_INFO: the run's facts, with the worker's world and its
- * workspace as the worker sees it. */
-static json_t *
-runtime_info(const struct runner *r)
-{
-	json_t *info = history_runtime_info();
-
-	if (info != NULL) {
-		(void)json_object_set_new(info, "isolation",
-		    json_string(runner_isolation(r)));
-		if (jail_workspace(r->jail) != NULL)
-			(void)json_object_set_new(info, "workspace",
-			    json_string(jail_workspace(r->jail)));
-	}
-	return info;
-}
-
 void
 hostserve_input_stop(struct runner *r)
 {
@@ -124,35 +107,31 @@ serve_input(struct runner *r, const struct msg_request *q)
 }
 
 /* Replies with j (consumed); redacted like everything cells see. */
+/* Replies with s (consumed), JSON text, or says it could not be built. */
 static void
-reply_json(struct runner *r, uint64_t id, json_t *j)
+reply_text(struct runner *r, uint64_t id, char *s)
 {
-	char *s = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) :
-	    NULL;
-
 	if (s == NULL)
 		runner_reply_error(r, id, "RuntimeError",
 		    "cannot encode the reply");
 	else
 		(void)runner_reply(r, id, REPLY_OK, s, strlen(s));
 	free(s);
-	json_decref(j);
 }
 
 static void
 serve_cells(struct runner *r, const struct msg_request *q)
 {
-	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
 	const char *type;
 	char *err;
-	json_t *res = history_serve(&r->cells, body, &type, &err);
+	char *res = history_serve(&r->cells, q->body.ptr, q->body.len, &type,
+	    &err);
 
-	json_decref(body);
 	if (res == NULL)
 		runner_reply_error(r, q->id, type, err != NULL ? err :
 		    "cells: out of memory");
 	else
-		reply_json(r, q->id, res);
+		reply_text(r, q->id, res);
 	free(err);
 }
 
@@ -176,7 +155,9 @@ h_runtime_info(void *ctx, struct cell *c, const struct msg_request *q)
 	struct runner *r = ctx;
 
 	(void)c;
-	reply_json(r, q->id, runtime_info(r));
+	/* the worker's world, and its workspace as the worker sees it */
+	reply_text(r, q->id, history_runtime_info(runner_isolation(r),
+	    jail_workspace(r->jail)));
 }
 
 /* call_me and whatever else the front end serves. */

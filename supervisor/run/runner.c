@@ -120,12 +120,6 @@ runner_start(struct runner *r)
 }
 
 struct cell *
-runner_restore(struct runner *r, const json_t *in, const json_t *out)
-{
-	return cells_restore(&r->cells, in, out);
-}
-
-struct cell *
 runner_last(struct runner *r)
 {
 	return r->cells.n > 0 ? cells_get(&r->cells, r->cells.n - 1) : NULL;

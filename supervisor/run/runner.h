@@ -96,10 +96,6 @@ void runner_reply_error(struct runner *r, uint64_t id, const char *type,
 int runner_event(struct runner *r, uint64_t id, const char *body,
     size_t len);
 
-/* Appends a cell from a journal (see cells_restore). */
-struct cell *runner_restore(struct runner *r, const json_t *in,
-    const json_t *out);
-
 struct cells *runner_cells(struct runner *r);
 struct cell *runner_current(struct runner *r);	/* running cell or NULL */
 /* 1 while a cell runs or waits for a worker (each has its own deadline:

@@ -507,15 +507,14 @@ test_external_call_and_both_continuations(void **state)
 static json_t *
 slice(struct cells *hist, const char *args)
 {
-	json_t *a = json_loads(args, 0, NULL), *r;
-	char *err = NULL;
+	char *err = NULL, *s = history_slice(hist, args, &err);
+	json_t *r = s != NULL ? json_loads(s, 0, NULL) : NULL;
 
-	r = history_slice(hist, a, &err);
-	json_decref(a);
-	if (r == NULL) {
+	if (s == NULL) {
 		assert_non_null(err);
 		free(err);
 	}
+	free(s);
 	return r;
 }
 

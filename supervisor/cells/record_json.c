@@ -1,0 +1,452 @@
+/*
+ * record_json.c - a cell record to JSON and back, and the journal's
+ * records as JSON (see record_json.h): the one place that knows the
+ * records' JSON form, for the journal, the spill file, exec --json, the
+ * history and resume.
+ */
+#include "supervisor/cells/record_json.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "supervisor/cells/journal.h"
+#include "supervisor/text/utf8.h"
+
+/* --- a cell record from JSON ----------------------------------------------- */
+
+static char *
+restore_str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s != NULL ? strdup(s) : NULL;
+}
+
+/* The output as it was kept, with its totals (older journals lack them). */
+static void
+restore_capture(struct cell *c, const json_t *text, const json_t *out)
+{
+	const json_t *total = json_object_get(out, "output_bytes");
+	const json_t *dropped = json_object_get(out, "output_dropped");
+	size_t len = json_string_length(text);
+
+	(void)capture_restore(&c->out, json_string_value(text), len,
+	    json_is_integer(total) ? (uint64_t)json_integer_value(total) : len,
+	    json_is_integer(dropped) ? (uint64_t)json_integer_value(dropped) :
+	    0);
+}
+
+static void
+restore_output(struct cell *c, const json_t *out)
+{
+	const char *st = json_string_value(json_object_get(out, "status"));
+	const char *kind = json_string_value(json_object_get(out, "kind"));
+	const json_t *text = json_object_get(out, "output");
+	int i;
+
+	for (i = CELL_OK; i <= CELL_EXITED; i++)
+		if (st != NULL && strcmp(st, cells_status_name(i)) == 0)
+			c->status = (enum cell_status)i;
+	for (i = KIND_EXCEPTION; i <= KIND_RESTART; i++)
+		if (kind != NULL && strcmp(kind, cells_kind_name(i)) == 0)
+			c->kind = (enum cell_kind)i;
+	if (c->status == CELL_RUNNING)	/* unknown name: say so */
+		c->status = CELL_ERROR;
+	c->exception_type = restore_str(out, "exception_type");
+	c->traceback = restore_str(out, "traceback");
+	c->detail = restore_str(out, "detail");
+	if (json_is_string(text))
+		restore_capture(c, text, out);
+	c->finished_at = json_real_value(json_object_get(out, "finished_at"));
+	c->duration_us = (uint64_t)json_integer_value(json_object_get(out,
+	    "duration_us"));
+	c->namespace_lost = 1;	/* whatever it was, that worker is gone */
+	c->calls_cancelled = (unsigned)json_integer_value(json_object_get(out,
+	    "model_calls_cancelled"));
+}
+
+struct cell *
+cells_restore(struct cells *h, const json_t *in, const json_t *out)
+{
+	const json_t *code = json_object_get(in, "code");
+	const json_t *by = json_object_get(in, "generated_by");
+	struct cell *c;
+
+	if (!json_is_string(code)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = cells_begin(h, json_string_value(code), json_string_length(code),
+	    json_string_value(json_object_get(in, "summary")), NULL,
+	    json_is_integer(by) ? json_integer_value(by) : -1);
+	if (c == NULL)
+		return NULL;
+	c->generated_at = json_real_value(json_object_get(in, "generated_at"));
+	c->started_at = json_real_value(json_object_get(in, "started_at"));
+	if (out != NULL) {
+		restore_output(c, out);
+		return c;
+	}
+	c->finished_at = c->started_at;
+	cells_finish_dead(c, KIND_RESTART, "the supervisor restarted while "
+	    "this cell ran: its worker and namespace are gone", -1, -1);
+	return c;
+}
+
+/* --- a cell record as JSON ------------------------------------------------- */
+
+/* A JSON string from arbitrary bytes; JSON null for NULL. */
+static json_t *
+jstr(const char *s, size_t n)
+{
+	size_t len;
+	char *clean;
+	json_t *j;
+
+	if (s == NULL)
+		return json_null();
+	clean = utf8_sanitize(s, n, &len);
+	if (clean == NULL)
+		return json_null();
+	j = json_stringn_nocheck(clean, len);
+	free(clean);
+	return j;
+}
+
+static json_t *
+jcstr(const char *s)
+{
+	return jstr(s, s != NULL ? strlen(s) : 0);
+}
+
+static json_t *
+jint_or_null(long long v)
+{
+	return v >= 0 ? json_integer(v) : json_null();
+}
+
+static void
+add_output(json_t *o, const struct cell *c)
+{
+	size_t len = 0;
+	char *text = capture_text(&c->out, &len);
+
+	(void)json_object_set_new(o, "output", jstr(text, len));
+	free(text);
+	(void)json_object_set_new(o, "output_bytes",
+	    json_integer((json_int_t)c->out.total));
+	(void)json_object_set_new(o, "output_dropped",
+	    json_integer((json_int_t)capture_dropped(&c->out)));
+}
+
+json_t *
+cells_inputs_json(const struct cell *c)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "code", jstr(c->code, c->code_len));
+	(void)json_object_set_new(o, "summary", jcstr(c->summary));
+	(void)json_object_set_new(o, "generated_at",
+	    json_real(c->generated_at));
+	(void)json_object_set_new(o, "started_at", json_real(c->started_at));
+	(void)json_object_set_new(o, "generated_by",
+	    jint_or_null(c->generated_by));
+	return o;
+}
+
+static void
+add_limits(json_t *o, const struct cell *c)
+{
+	(void)json_object_set_new(o, "exit_code", jint_or_null(c->exit_code));
+	(void)json_object_set_new(o, "signal", jint_or_null(c->term_signal));
+	(void)json_object_set_new(o, "peak_rss_kb",
+	    jint_or_null(c->maxrss_kb > 0 ? c->maxrss_kb : -1));
+	(void)json_object_set_new(o, "cpu_us", c->status == CELL_RUNNING ?
+	    json_null() : json_integer((json_int_t)c->cpu_us));
+	(void)json_object_set_new(o, "memory_peak", c->memory_peak > 0 ?
+	    json_integer((json_int_t)c->memory_peak) : json_null());
+	(void)json_object_set_new(o, "namespace", c->status == CELL_RUNNING ?
+	    json_null() : json_string(c->namespace_lost ? "lost" : "kept"));
+	(void)json_object_set_new(o, "stack", jcstr(c->stack));
+	(void)json_object_set_new(o, "model_calls_cancelled",
+	    json_integer((json_int_t)c->calls_cancelled));
+	if (c->timeout_stage != NULL)
+		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f, "
+		    "s:o}", "stage", c->timeout_stage, "deadline_to_ready_ms",
+		    c->deadline_to_ready_ms, "kill_to_ready_ms",
+		    c->kill_to_ready_ms > 0 ? json_real(c->kill_to_ready_ms) :
+		    json_null()));
+}
+
+json_t *
+cells_outputs_json(const struct cell *c)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "status",
+	    json_string(cells_status_name(c->status)));
+	(void)json_object_set_new(o, "kind", jcstr(cells_kind_name(c->kind)));
+	(void)json_object_set_new(o, "exception_type",
+	    jcstr(c->exception_type));
+	(void)json_object_set_new(o, "traceback", jcstr(c->traceback));
+	(void)json_object_set_new(o, "detail", jcstr(c->detail));
+	add_output(o, c);
+	(void)json_object_set_new(o, "finished_at", c->status == CELL_RUNNING ?
+	    json_null() : json_real(c->finished_at));
+	(void)json_object_set_new(o, "duration_us",
+	    json_integer((json_int_t)c->duration_us));
+	(void)json_object_set_new(o, "worker_pid", c->worker_pid > 0 ?
+	    json_integer(c->worker_pid) : json_null());
+	add_limits(o, c);
+	return o;
+}
+
+json_t *
+cells_json(const struct cell *c)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	(void)json_object_set_new(o, "cell", json_integer(c->n));
+	(void)json_object_set_new(o, "source", jcstr(c->source));
+	(void)json_object_update_new(o, cells_inputs_json(c));
+	(void)json_object_update_new(o, cells_outputs_json(c));
+	return o;
+}
+
+json_t *
+cells_journal_json(const struct cell *c, int outputs)
+{
+	json_t *o = json_pack("{s:i}", "cell", (int)c->n);
+
+	(void)json_object_update_new(o, outputs ? cells_outputs_json(c) :
+	    cells_inputs_json(c));
+	return o;
+}
+
+/* --- the journal's records as JSON ---------------------------------------- */
+
+int
+journal_append(struct journal *j, const char *type, json_t *rec)
+{
+	char *line;
+	int rc;
+
+	(void)json_object_set_new(rec, "v", json_integer(JOURNAL_VERSION));
+	(void)json_object_set_new(rec, "type", json_string(type));
+	line = json_dumps(rec, JSON_COMPACT);
+	if (line == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	rc = journal_write(j, line, strlen(line));
+	free(line);
+	return rc;
+}
+
+json_t *
+journal_read(const struct journal *j, uint64_t off, size_t len)
+{
+	char *line = journal_read_line(j, off, len);
+	json_t *rec;
+
+	if (line == NULL)
+		return NULL;
+	rec = json_loadb(line, len - 1, 0, NULL);
+	free(line);
+	if (rec == NULL)
+		errno = EIO;
+	return rec;
+}
+
+enum ftype { F_STR, F_NUM, F_INT, F_CELL, F_BOOL };
+
+struct field {
+	const char *name;
+	enum ftype type;
+	int optional;		/* may be absent or null */
+};
+
+/* What each record type must hold (journal.h). */
+static const struct schema {
+	const char *type;
+	struct field f[4];
+} schemas[] = {
+	{ "run", { { "task", F_STR, 0 }, { "model", F_STR, 0 },
+	    { "at", F_NUM, 0 } } },
+	{ "resume", { { "task", F_STR, 0 }, { "model", F_STR, 0 },
+	    { "at", F_NUM, 0 } } },
+	{ "isolation", { { "isolation", F_STR, 0 },
+	    { "containment", F_STR, 0 } } },
+	{ "input", { { "cell", F_CELL, 0 }, { "code", F_STR, 0 },
+	    { "summary", F_STR, 1 }, { "generated_by", F_INT, 1 } } },
+	{ "successor", { { "cell", F_CELL, 0 }, { "code", F_STR, 0 },
+	    { "summary", F_STR, 0 }, { "repair", F_BOOL, 1 } } },
+	{ "usage", { { "tokens", F_INT, 0 }, { "estimated", F_INT, 1 },
+	    { "cost", F_NUM, 1 } } },
+	{ "output", { { "cell", F_CELL, 0 }, { "status", F_STR, 0 },
+	    { "kind", F_STR, 1 } } },
+	{ "stop", { { "exit", F_INT, 0 }, { "reason", F_STR, 1 },
+	    { "at", F_NUM, 1 } } },
+};
+
+static int
+field_ok(const json_t *v, const struct field *f)
+{
+	if (v == NULL || json_is_null(v))
+		return f->optional;
+	switch (f->type) {
+	case F_STR:
+		return json_is_string(v);
+	case F_NUM:
+		return json_is_number(v);
+	case F_INT:
+		return json_is_integer(v);
+	case F_CELL:
+		return json_is_integer(v) && json_integer_value(v) >= 0;
+	case F_BOOL:
+		return json_is_boolean(v);
+	}
+	return 0;
+}
+
+/* NULL when rec is a valid record, else what is wrong with it. */
+static const char *
+check_record(const json_t *rec, char *buf, size_t size)
+{
+	const char *type = json_string_value(json_object_get(rec, "type"));
+	const json_t *v = json_object_get(rec, "v");
+	size_t i, k;
+
+	if (!json_is_object(rec))
+		return "not a JSON object";
+	if (type == NULL)
+		return "no \"type\" string";
+	if (!json_is_integer(v) || json_integer_value(v) != JOURNAL_VERSION) {
+		(void)snprintf(buf, size, "record version is not %d",
+		    JOURNAL_VERSION);
+		return buf;
+	}
+	for (i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
+		if (strcmp(schemas[i].type, type) != 0)
+			continue;
+		for (k = 0; k < 4 && schemas[i].f[k].name != NULL; k++) {
+			if (field_ok(json_object_get(rec, schemas[i].f[k].name),
+			    &schemas[i].f[k]))
+				continue;
+			(void)snprintf(buf, size, "a \"%s\" record with a missing "
+			    "or mistyped \"%s\"", type, schemas[i].f[k].name);
+			return buf;
+		}
+		break;
+	}
+	return NULL;
+}
+
+/* The cell records journal_load keeps only the place of. */
+static int
+kept_by_place(const json_t *rec)
+{
+	const char *type = json_string_value(json_object_get(rec, "type"));
+
+	return strcmp(type, "input") == 0 || strcmp(type, "output") == 0;
+}
+
+static json_t *
+place_of(json_t *rec, off_t off, size_t len)
+{
+	json_t *stub = json_pack("{s:O, s:O, s:O, s:[I, I]}", "v",
+	    json_object_get(rec, "v"), "type", json_object_get(rec, "type"),
+	    "cell", json_object_get(rec, "cell"), "@at", (json_int_t)off,
+	    (json_int_t)len);
+
+	json_decref(rec);
+	return stub;
+}
+
+int
+journal_where(const json_t *rec, uint64_t *off, size_t *len)
+{
+	const json_t *at = json_object_get(rec, "@at");
+
+	if (json_array_size(at) != 2)
+		return -1;
+	*off = (uint64_t)json_integer_value(json_array_get(at, 0));
+	*len = (size_t)json_integer_value(json_array_get(at, 1));
+	return 0;
+}
+
+json_t *
+journal_full(const struct journal *j, const json_t *rec)
+{
+	uint64_t off;
+	size_t len;
+
+	if (journal_where(rec, &off, &len) < 0)
+		return json_incref((json_t *)(uintptr_t)rec);
+	return journal_read(j, off, len);
+}
+
+json_t *
+journal_load(const char *path, char **err)
+{
+	FILE *f = fopen(path, "re");
+	json_t *all, *rec;
+	json_error_t je;
+	char *line = NULL, buf[160];
+	const char *bad = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	off_t at = 0;
+	int lineno = 0;
+
+	*err = NULL;
+	if (f == NULL) {
+		if (asprintf(err, "cannot read %s: %s", path,
+		    strerror(errno)) < 0)
+			*err = NULL;
+		return NULL;
+	}
+	all = json_array();
+	while (bad == NULL && (n = getline(&line, &cap, f)) > 0) {
+		lineno++;
+		rec = NULL;
+		if (line[n - 1] != '\n')
+			bad = "a last line without its newline";
+		else if ((rec = json_loadb(line, (size_t)n, 0, &je)) == NULL)
+			bad = je.text;
+		else
+			bad = check_record(rec, buf, sizeof buf);
+		if (bad == NULL && kept_by_place(rec))
+			rec = place_of(rec, at, (size_t)n);
+		if (bad == NULL && rec == NULL)
+			bad = "out of memory";
+		if (bad == NULL)
+			(void)json_array_append_new(all, rec);
+		else
+			json_decref(rec);
+		at += n;
+	}
+	if (bad == NULL && ferror(f))
+		bad = strerror(errno);
+	if (bad != NULL) {
+		if (asprintf(err, "%s:%d: corrupt journal record (%s): the "
+		    "journal cannot be trusted past it; fix or move it",
+		    path, lineno, bad) < 0)
+			*err = NULL;
+		json_decref(all);
+		all = NULL;
+	}
+	free(line);
+	(void)fclose(f);
+	return all;
+}
