@@ -88,6 +88,30 @@ def poke(fifo):
     t.join(60 * SLOW)
     assert not t.is_alive(), f"the cell never opened {fifo}"
 
+def cut_held_call(srv, tmp_path, args, why, fifo=None, while_=None):
+    """Runs agentz until the server holds cell 1's HELD-CALL, pokes fifo
+    (when given), and waits for that request's connection to close (why:
+    the message when it does not). Returns p, out, err, the request's
+    index; the repair answer is released either way."""
+    p = start(srv, tmp_path, args)
+    try:
+        # the call is at the server, then the cut: well before the
+        # request timeout (REQUEST_TIMEOUT)
+        assert srv.wait_for_requests(3, timeout=60 * SLOW), srv.requests
+        held = index_of(srv, "HELD-CALL")
+        assert held is not None, srv.requests
+        if fifo is not None:
+            poke(fifo)
+        assert srv.wait_for_disconnects(1, timeout=30 * SLOW), why
+        assert srv.disconnects[0]["index"] == held
+        if while_ is not None:
+            assert srv.disconnects[0]["while"] == while_
+    finally:
+        srv.release("repair")
+        out, err = finish(p)
+    return p, out, err, held
+
+
 
 def repair_record(srv):
     for r in srv.requests:
@@ -140,21 +164,10 @@ def test_timed_out_cell_killed_cancels_its_call(tmp_path, answer):
         """)
     script = killed_script(cell1, HELD if answer == "held" else STREAMING)
     with ModelServer(script) as srv:
-        p = start(srv, tmp_path, ["--cell-timeout", "1", "--grace", "0.5"])
-        try:
-            # the call is at the server, then the cut: well before the
-            # request timeout (300 s)
-            assert srv.wait_for_requests(3, timeout=60 * SLOW), srv.requests
-            held = index_of(srv, "HELD-CALL")
-            assert held is not None, srv.requests
-            assert srv.wait_for_disconnects(1, timeout=30 * SLOW), \
-                "the killed cell's request was not closed"
-            assert srv.disconnects[0]["index"] == held
-            assert srv.disconnects[0]["while"] == (
-                "held" if answer == "held" else "sending")
-        finally:
-            srv.release("repair")
-            out, err = finish(p)
+        p, out, err, held = cut_held_call(
+            srv, tmp_path, ["--cell-timeout", "1", "--grace", "0.5"],
+            "the killed cell's request was not closed",
+            while_="held" if answer == "held" else "sending")
     assert p.returncode == 0, show(p, out, err)
     check_cancelled(srv, held, "timeout")
     assert "cell 1: 1 model call in flight cancelled" in err
@@ -174,18 +187,9 @@ def test_worker_death_cancels_the_cells_call(tmp_path):
         call_me(input='HELD-CALL')
         """)
     with ModelServer(killed_script(cell1)) as srv:
-        p = start(srv, tmp_path, ["--cell-timeout", "600"])
-        try:
-            assert srv.wait_for_requests(3, timeout=60 * SLOW), srv.requests
-            held = index_of(srv, "HELD-CALL")
-            assert held is not None, srv.requests
-            poke(fifo)
-            assert srv.wait_for_disconnects(1, timeout=30 * SLOW), \
-                "the dead worker's request was not closed"
-            assert srv.disconnects[0]["index"] == held
-        finally:
-            srv.release("repair")
-            out, err = finish(p)
+        p, out, err, held = cut_held_call(
+            srv, tmp_path, ["--cell-timeout", "600"],
+            "the dead worker's request was not closed", fifo=fifo)
     assert p.returncode == 0, show(p, out, err)
     check_cancelled(srv, held, "crashed")
     assert "worker exited with code 7" in repair_record(srv)["detail"]
@@ -385,18 +389,9 @@ def test_interrupted_timeout_cancels_a_threads_call(tmp_path):
     script = killed_script(cell1)
     script[3]["next_cell"]["code"] = repair
     with ModelServer(script) as srv:
-        p = start(srv, tmp_path, ["--cell-timeout", "1", "--grace", "600"])
-        try:
-            assert srv.wait_for_requests(3, timeout=60 * SLOW), srv.requests
-            held = index_of(srv, "HELD-CALL")
-            assert held is not None, srv.requests
-            poke(go)
-            assert srv.wait_for_disconnects(1, timeout=30 * SLOW), \
-                "the timed-out cell's request was not closed"
-            assert srv.disconnects[0]["index"] == held
-        finally:
-            srv.release("repair")
-            out, err = finish(p)
+        p, out, err, held = cut_held_call(
+            srv, tmp_path, ["--cell-timeout", "1", "--grace", "600"],
+            "the timed-out cell's request was not closed", fifo=go)
     assert p.returncode == 0, show(p, out, err)
     check_cancelled(srv, held, "timeout")
     assert "namespace was kept" in repair_record(srv)["detail"]
