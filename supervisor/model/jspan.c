@@ -262,11 +262,12 @@ static int
 real_fits(const char *s, size_t n)
 {
 	const char *point = localeconv()->decimal_point;
-	char small[JSPAN_NUM_BUF], *buf = small, *dot, *end;
+	char small[JSPAN_NUM_BUF], *buf, *dot, *end;
 	double v;
 	int ok;
 
-	if (n >= sizeof(small) && (buf = malloc(n + 1)) == NULL)
+	buf = n < sizeof(small) ? small : malloc(n + 1);
+	if (buf == NULL)
 		return 0;
 	memcpy(buf, s, n);
 	buf[n] = '\0';
