@@ -168,7 +168,8 @@ FUZZ_BIN := build-fuzz/fuzz_proto
 FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse
 FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
 	supervisor/model/response.c supervisor/model/response_item.c \
-	supervisor/model/response_msg.c common/buf.c
+	supervisor/model/response_msg.c supervisor/model/response_share.c \
+	common/buf.c
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
 	common/buf.h
 	@mkdir -p $(@D)
@@ -181,7 +182,8 @@ build-fuzz/fuzz_jspan: tests/fuzz/fuzz_jspan.c $(FUZZ_JSON_SRC) \
 	    supervisor/model/jspan.h supervisor/model/delta.h \
 	    supervisor/model/response.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(call pc_cflags,jansson) -o $@ tests/fuzz/fuzz_jspan.c \
+	$(FUZZ_CC) $(call pc_cflags,jansson) -DSHARE_MIN=8 \
+	    -o $@ tests/fuzz/fuzz_jspan.c \
 	    $(FUZZ_JSON_SRC) $(call pc_libs,jansson) -lm
 
 build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/model/sse.c \

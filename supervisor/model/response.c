@@ -491,6 +491,7 @@ response_free(struct response *r)
 	json_decref(r->final);
 	json_decref(r->last);
 	json_decref(r->result);
+	json_decref(r->shared);
 	json_decref(r->lazy->ev);
 	buf_clear(&r->lazy->data);
 	free(r->lazy);
@@ -514,7 +515,8 @@ response_feed(struct response *r, const char *event, const char *data,
 	if (!r->fast_off &&
 	    (rc = response_feed_fast(r, data, len, &kind)) != 0)
 		return rc == -1 ? -1 : kind;
-	r->last = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
+	if ((r->last = response_load_shared(r, data, len)) == NULL)
+		r->last = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
 	if (r->last == NULL) {
 		char name[RESPONSE_NAME_MAX];
 

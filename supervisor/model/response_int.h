@@ -2,7 +2,8 @@
  * response_int.h - private to the stream assembler's files: response.c
  * (event dispatch, handlers, the delta fast path, feeding), response_item.c
  * (output items, streamed-string accumulators, the assembled result) and
- * response_msg.c (status, messages, usage, the getters, HTTP error bodies).
+ * response_msg.c (status, messages, usage, the getters, HTTP error bodies)
+ * and response_share.c (done events parsed with their long text shared).
  * Nothing else includes it; the assembler's public face is response.h.
  */
 #ifndef AGENTZ_RESPONSE_INT_H
@@ -109,6 +110,7 @@ struct response {
 	json_t *final;		/* from the terminal event */
 	json_t *last;		/* last event parsed */
 	json_t *result;		/* response_result() cache */
+	json_t *shared;		/* response_share.c: a text done events repeat */
 	struct response_lazy *lazy;
 	struct buf scratch;	/* the fast path's decoded delta */
 	int fast_off;		/* response_set_fast(r, 0) */
@@ -165,5 +167,12 @@ int response_acc_for(struct response *r, const struct response_ref *ref,
 /* Append p[0..n) to a's text, within RESPONSE_MAX_TEXT; -1 as above. */
 int response_acc_append(struct response *r, struct response_acc *a,
     const char *p, size_t n);
+
+/* response_share.c: json_loadb(data, len, JSON_ALLOW_NUL) for an event
+ * that repeats an accumulated text, with that text shared rather than
+ * copied (r->shared). NULL when it does not apply (or the fast path is
+ * off) or on any failure: the caller then parses data with json_loadb(). */
+json_t *response_load_shared(struct response *r, const char *data,
+    size_t len);
 
 #endif /* AGENTZ_RESPONSE_INT_H */

@@ -152,6 +152,9 @@ fuzz_twin(const char *s, size_t len)
 		check(response_feed(r[0], NULL, s, n) ==
 		    response_feed(r[1], NULL, s, n));
 		check(response_delta_bytes(r[0]) == response_delta_bytes(r[1]));
+		a = response_last_event(r[0]);
+		b = response_last_event(r[1]);
+		check(a == b || (a != NULL && b != NULL && json_equal(a, b)));
 		n += nl != NULL;
 		s += n;
 		len -= n;

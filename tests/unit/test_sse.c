@@ -2668,6 +2668,110 @@ test_response_fast_cases(void **state)
 	}
 }
 
+/*
+ * Done events that repeat a long streamed text (response_share.c): the
+ * text shared rather than parsed must leave the same trees as jansson,
+ * whether it is repeated, under a duplicate key, a key itself, escaped,
+ * one byte off, beside a "\u0000", or in an event that fails.
+ */
+static char *
+share_event(const char *tmpl, const char *text)
+{
+	size_t n = strlen(text), len = 0;
+	const char *p;
+	char *out;
+
+	for (p = tmpl; *p != '\0'; p++)
+		len += *p == '@' ? n : 1;
+	assert_non_null(out = malloc(len + 1));
+	for (len = 0, p = tmpl; *p != '\0'; p++) {
+		if (*p == '@') {
+			memcpy(out + len, text, n);
+			len += n;
+		} else {
+			out[len++] = *p;
+		}
+	}
+	out[len] = '\0';
+	return out;
+}
+
+static void
+test_response_fast_shared(void **state)
+{
+#define SH_PART "{\"type\":\"response.content_part.done\"," TI "\"part\":"
+#define SH_ITEM "{\"type\":\"response.output_item.done\",\"output_index\":0," \
+	"\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\","
+	static const char *const events[] = {
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\"}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\","
+		    "\"text\":\"short\"}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"short\","
+		    "\"text\" : \"@\",\"x\":[\"@\",[\"@\"],{\"@\":\"@\"}]}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@!\"}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"\\u0061@\"}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\","
+		    "\"z\":\"\\u0000\"}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\","
+		    "\"z\":\"\\\\u0000 and \\u00001\"}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\","
+		    "\"z\":[\"@\",\"@\",\"@\",\"@\",\"@\",\"@\",\"@\",\"@\","
+		    "\"@\",\"@\",\"@\",\"@\",\"@\",\"@\",\"@\",\"@\",\"@\"]}}",
+		SH_ITEM "\"content\":[{\"type\":\"output_text\",\"text\":\"@\","
+		    "\"annotations\":[]}],\"status\":\"completed\"}}",
+		"{\"type\":\"response.completed\",\"response\":{\"id\":\"resp_f\","
+		    "\"status\":\"completed\",\"output\":[{\"id\":\"msg_1\","
+		    "\"type\":\"message\",\"content\":[{\"type\":\"output_text\","
+		    "\"text\":\"@\"}]}],\"usage\":null}}",
+	};
+	static const char *const bad[] = {	/* each in its own stream */
+		"\"@\"",
+		"[\"@\"]",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\",}}",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\"}} x",
+		SH_PART "{\"type\":\"output_text\",\"text\":\"@\",\"t\":\"\x01\"}}",
+	};
+	char text[5001], delta[256], ctx[64];
+	struct twin t;
+	size_t i, j, k;
+	char *ev;
+
+	(void)state;
+	for (i = 0; i < 1000; i++)
+		memcpy(text + 5 * i, "ab\xc3\xa9 ", 5);
+	text[5000] = '\0';
+	for (k = 0; k <= NELEM(bad); k++) {
+		(void)snprintf(ctx, sizeof(ctx), "shared text, stream %zu", k);
+		twin_init(&t);
+		for (j = 0; j < NELEM(twin_prefix); j++)
+			assert_true(twin_feed(&t, ctx, NULL, twin_prefix[j],
+			    strlen(twin_prefix[j])) >= 0);
+		for (i = 0; i < 100; i++) {
+			(void)snprintf(delta, sizeof(delta), TD TI
+			    "\"delta\":\"%.50s\"}", text + 50 * i);
+			assert_true(twin_feed(&t, ctx, NULL, delta,
+			    strlen(delta)) >= 0);
+		}
+		for (i = 0; i < (k == 0 ? NELEM(events) : 1); i++) {
+			ev = share_event(k == 0 ? events[i] : bad[k - 1], text);
+			(void)twin_feed(&t, ctx, NULL, ev, strlen(ev));
+			twin_same_result(ctx, &t);
+			free(ev);
+			if (k == 0 && i == 0)	/* shared, not parsed */
+				assert_true(json_object_get(json_object_get(
+				    response_last_event(t.r[0]), "part"),
+				    "text")->refcount > 1);
+		}
+		check_num(ctx, "finish", response_finish(t.r[0], 0),
+		    response_finish(t.r[1], 0));
+		twin_same_state(ctx, &t);
+		twin_same_result(ctx, &t);
+		twin_clear(&t);
+	}
+#undef SH_PART
+#undef SH_ITEM
+}
+
 /* What the fast path must make of some deltas, spelled out. */
 static void
 test_response_fast_values(void **state)
@@ -2909,6 +3013,7 @@ main(void)
 		cmocka_unit_test(test_fixtures),
 		cmocka_unit_test(test_response_fast_cases),
 		cmocka_unit_test(test_response_fast_values),
+		cmocka_unit_test(test_response_fast_shared),
 		cmocka_unit_test(test_response_fast_fixtures),
 		cmocka_unit_test(test_response_fast_bodies),
 	};
