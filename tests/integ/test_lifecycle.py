@@ -117,12 +117,17 @@ def test_supervisor_sigkill_takes_the_worker_tree_down(tmp_path):
     import time
     marker = f"agentz-orphan-{os.getpid()}-{time.monotonic_ns()}"
     sleeper = "import time; time.sleep(300)"
-    daemon = "import os, time\nif os.fork() == 0:\n    time.sleep(300)"
-    cell = ("import subprocess\n"
+    # the daemon's child says it runs through the pipe whose end it got
+    daemon = ("import os, sys, time\nif os.fork() == 0:\n"
+              "    os.write(int(sys.argv[2]), b'x')\n    time.sleep(300)")
+    cell = ("import os, subprocess\n"
+            "r, w = os.pipe()\n"
             # a child, and a setsid'd daemon whose parent exits at once
             f"subprocess.Popen(['/usr/bin/python3', '-c', {sleeper!r}, {marker!r}])\n"
             f"subprocess.Popen(['setsid', '/usr/bin/python3', '-c', {daemon!r}, "
-            f"{marker!r}])\n"
+            f"{marker!r}, str(w)], pass_fds=(w,))\n"
+            "os.close(w)\n"
+            "os.read(r, 1)\n"
             "print('started', flush=True)\n"
             "import time\ntime.sleep(300)\n")
     p = subprocess.Popen([AGENTZ, "exec", "--cell-timeout", "600", "-"],
@@ -131,12 +136,10 @@ def test_supervisor_sigkill_takes_the_worker_tree_down(tmp_path):
     try:
         p.stdin.write(cell.encode())
         p.stdin.close()
+        # both run now: the sleeper exec'd before Popen returned, the
+        # daemon's child wrote to the pipe
         assert p.stdout.readline() == b"started\n"
-        deadline = time.monotonic() + 30
-        while len(_marked(marker)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)          # polling the daemon's appearance
-        assert len(_marked(marker)) >= 2, (_marked(marker), p.poll(),
-                                           open("/proc/loadavg").read())
+        assert len(_marked(marker)) >= 2, (_marked(marker), p.poll())
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
         deadline = time.monotonic() + 10
