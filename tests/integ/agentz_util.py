@@ -49,6 +49,26 @@ def count_marked(mark):
     return n
 '''
 
+def status_kb(pid, field):
+    """A kB field of /proc/<pid>/status (VmRSS, VmHWM), 0 if absent."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_file(path, proc, timeout):
+    """Polls for the file a cell creates to say it got there: True once it
+    exists, False when proc exited or timeout seconds passed first."""
+    end = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def run(args, stdin=None, env=None, timeout=60, **kw):
     """Run the agentz binary; returns CompletedProcess with text output."""
     full_env = dict(os.environ)

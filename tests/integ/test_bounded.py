@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from agentz_util import AGENTZ, SAN, cells
+from agentz_util import AGENTZ, SAN, cells, status_kb, wait_file
 
 sys.path.insert(0, os.path.dirname(__file__))
 from model_server import ModelServer  # noqa: E402
@@ -43,25 +43,6 @@ open('rss-ready', 'w').close()
 while not os.path.exists('rss-gate'):
     time.sleep(0.005)
 print('gate')"""
-
-
-def status_kb(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def wait_file(path, p, timeout):
-    t0 = time.monotonic()
-    while not os.path.exists(path):
-        if p.poll() is not None:
-            return False
-        if time.monotonic() - t0 > timeout:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def cpu_ticks(pid):

@@ -88,6 +88,20 @@ def poke(fifo):
     t.join(60 * SLOW)
     assert not t.is_alive(), f"the cell never opened {fifo}"
 
+
+def dying_cell(request):
+    """Cell code calling the model with input request while another
+    thread ends the worker (os._exit(7)) once the FIFO 'die' is poked."""
+    return code(f"""
+        import os, threading
+        def die():
+            open('die').read()
+            os._exit(7)
+        threading.Thread(target=die, daemon=True).start()
+        call_me(input={request!r})
+        """)
+
+
 def cut_held_call(srv, tmp_path, args, why, fifo=None, while_=None):
     """Runs agentz until the server holds cell 1's HELD-CALL, pokes fifo
     (when given), and waits for that request's connection to close (why:
@@ -178,14 +192,7 @@ def test_worker_death_cancels_the_cells_call(tmp_path):
     # is held by the server.
     fifo = tmp_path / "die"
     os.mkfifo(fifo)
-    cell1 = code("""
-        import os, threading
-        def die():
-            open('die').read()
-            os._exit(7)
-        threading.Thread(target=die, daemon=True).start()
-        call_me(input='HELD-CALL')
-        """)
+    cell1 = dying_cell('HELD-CALL')
     with ModelServer(killed_script(cell1)) as srv:
         p, out, err, held = cut_held_call(
             srv, tmp_path, ["--cell-timeout", "600"],
@@ -328,14 +335,7 @@ def test_worker_death_ends_an_outage_wait(tmp_path):
     # the wait ends with it, and the record says the call was cancelled.
     fifo = tmp_path / "die"
     os.mkfifo(fifo)
-    cell1 = code("""
-        import os, threading
-        def die():
-            open('die').read()
-            os._exit(7)
-        threading.Thread(target=die, daemon=True).start()
-        call_me(input='OUTAGE-CALL')
-        """)
+    cell1 = dying_cell('OUTAGE-CALL')
     script = [
         {"match": "Submit the first Python cell",
          "next_cell": {"code": cell1, "summary": "call into an outage"}},

@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import textwrap
-import time
 
 import pytest
 from model_server import ModelServer
 
-from agentz_util import AGENTZ, SAN
+from agentz_util import AGENTZ, SAN, status_kb, wait_file
 
 SLOW = 4 if SAN else 1
 MIB = 1 << 20
@@ -43,22 +42,6 @@ def gate(name):
         """)
 
 
-def wait_file(path, proc, timeout):
-    end = time.monotonic() + timeout * SLOW
-    while not os.path.exists(path):
-        assert proc.poll() is None, f"agentz exited {proc.returncode}"
-        assert time.monotonic() < end, f"{path} never appeared"
-        time.sleep(0.01)
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def exec_cells(tmp_path, cells, *args):
     p = subprocess.Popen([AGENTZ, "exec", "--cell-timeout", "120", *args, "-"],
                          cwd=tmp_path, env=env(tmp_path), stdin=subprocess.PIPE,
@@ -76,11 +59,11 @@ def test_rss_does_not_grow_with_cells_printing_output(tmp_path):
     cells = [big] * 10 + [gate("a")] + [big] * 300 + [gate("b")]
     p = exec_cells(tmp_path, cells)
     try:
-        wait_file(tmp_path / "ready-a", p, 60)
-        before = rss_kb(p.pid)
+        assert wait_file(tmp_path / "ready-a", p, 60 * SLOW), "no ready-a"
+        before = status_kb(p.pid, "VmRSS")
         (tmp_path / "go-a").touch()
-        wait_file(tmp_path / "ready-b", p, 300)
-        after = rss_kb(p.pid)
+        assert wait_file(tmp_path / "ready-b", p, 300 * SLOW), "no ready-b"
+        after = status_kb(p.pid, "VmRSS")
         (tmp_path / "go-b").touch()
         assert p.wait(timeout=60 * SLOW) == 0, p.stderr.read()
     finally:
