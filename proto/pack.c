@@ -88,6 +88,17 @@ static const struct field fields_EVENT[] = {
 static const struct field fields_SHUTDOWN[] = {
 	F_END
 };
+static const struct field fields_SNAP[] = {
+	F_UINT(snap, cell, UINT32_MAX),
+	F_END
+};
+static const struct field fields_SNAPPED[] = {
+	F_UINT(snapped, cell, UINT32_MAX),
+	F_UINT(snapped, pid, UINT32_MAX),
+	F_STR(snapped, threads),
+	F_STR(snapped, error),
+	F_END
+};
 
 struct msg_desc {
 	const char *name;

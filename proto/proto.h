@@ -38,6 +38,16 @@
  *  REPLY    [id:uint, status:uint, body:bin]
  *  EVENT    [id:uint, body:bin]
  *  SHUTDOWN []
+ *  SNAP     [cell:uint]
+ *  SNAPPED  [cell:uint, pid:uint, threads:str, error:str]
+ *
+ * SNAP (between cells, before the EXEC of `cell`): the worker forks a
+ * frozen copy of itself, the snapshot, which waits on WORKER_SPARE_FD to
+ * be promoted should the cell be killed (struct promote_msg). SNAPPED
+ * answers it: pid is the snapshot's pid as the worker sees it, 0 when
+ * none was made (error says why); threads names the worker's other
+ * threads alive at the fork, comma-separated: the snapshot has none of
+ * them.
  */
 #define MSG_LIST(X)				\
 	X(READY,	1, MSG_W2S)		\
@@ -46,7 +56,9 @@
 	X(REQUEST,	4, MSG_W2S)		\
 	X(REPLY,	5, MSG_S2W)		\
 	X(EVENT,	6, MSG_S2W)		\
-	X(SHUTDOWN,	7, MSG_S2W)
+	X(SHUTDOWN,	7, MSG_S2W)		\
+	X(SNAP,		8, MSG_S2W)		\
+	X(SNAPPED,	9, MSG_W2S)
 
 enum msg_type {
 #define X(name, num, dir) MSG_##name = num,
@@ -82,6 +94,27 @@ enum worker_exit {
 #define WORKER_CHAN_FD 3
 #define WORKER_DUMP_FD 4
 #define WORKER_DUMP_SIGNAL_OFFSET 3
+
+/*
+ * fd 5: the spare socket (AF_UNIX, SOCK_SEQPACKET; absent = no
+ * snapshots). Only a snapshot reads it; nobody writes it from the
+ * worker's side. To promote a snapshot the supervisor sends one datagram:
+ * struct promote_msg, with SCM_RIGHTS carrying exactly PROMOTE_NFDS
+ * descriptors in this order: the new control channel, stdout pipe,
+ * stderr pipe, dump pipe and spare socket (placed at 3, 1, 2, 4, 5).
+ * The promoted snapshot then sends READY on the new channel and is the
+ * worker. EOF on the spare socket ends a waiting snapshot. REQUEST ids
+ * carry the worker's generation in their high 32 bits (--generation N at
+ * start, promote_msg.generation after a promotion).
+ */
+#define WORKER_SPARE_FD 5
+#define PROMOTE_MAGIC 0x415a5052u	/* "AZPR" */
+#define PROMOTE_NFDS 5
+
+struct promote_msg {
+	uint32_t magic;
+	uint32_t generation;
+};
 
 /* DONE.status, on the wire. */
 enum done_status {
@@ -147,6 +180,17 @@ struct msg_event {
 	struct bytes body;
 };
 
+struct msg_snap {
+	uint32_t cell;
+};
+
+struct msg_snapped {
+	uint32_t cell;
+	uint32_t pid;		/* 0: no snapshot (error says why) */
+	struct bytes threads;	/* comma-separated thread names */
+	struct bytes error;
+};
+
 struct msg {
 	enum msg_type type;
 	union {
@@ -156,6 +200,8 @@ struct msg {
 		struct msg_request request;
 		struct msg_reply reply;
 		struct msg_event event;
+		struct msg_snap snap;
+		struct msg_snapped snapped;
 	} u;
 };
 

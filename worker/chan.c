@@ -131,9 +131,11 @@ dispatch(struct msg *m)
 	case MSG_EVENT:
 		deliver(m, m->u.event.id);
 		break;
+	case MSG_SNAP:		/* not yet */
 	case MSG_READY:
 	case MSG_DONE:
 	case MSG_REQUEST:
+	case MSG_SNAPPED:
 	default:
 		_exit(WEXIT_PROTOCOL);
 	}

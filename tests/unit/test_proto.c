@@ -71,6 +71,10 @@ static const struct msg samples[] = {
 	{ .type = MSG_EVENT, .u.event = { 2, BYTES(s_json) } },
 	{ .type = MSG_EVENT, .u.event = { UINT64_MAX, NONE } },
 	{ .type = MSG_SHUTDOWN },
+	{ .type = MSG_SNAP, .u.snap = { 9 } },
+	{ .type = MSG_SNAPPED, .u.snapped = { 9, 4242, BYTES(s_exc), NONE } },
+	{ .type = MSG_SNAPPED, .u.snapped = { UINT32_MAX, 0, NONE,
+	    BYTES(s_exc) } },
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -124,6 +128,15 @@ msg_equal(const struct msg *a, const struct msg *b)
 		bytes_equal(&a->u.event.body, &b->u.event.body);
 		break;
 	case MSG_SHUTDOWN:
+		break;
+	case MSG_SNAP:
+		assert_int_equal(a->u.snap.cell, b->u.snap.cell);
+		break;
+	case MSG_SNAPPED:
+		assert_int_equal(a->u.snapped.cell, b->u.snapped.cell);
+		assert_int_equal(a->u.snapped.pid, b->u.snapped.pid);
+		bytes_equal(&a->u.snapped.threads, &b->u.snapped.threads);
+		bytes_equal(&a->u.snapped.error, &b->u.snapped.error);
 		break;
 	}
 }
