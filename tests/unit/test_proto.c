@@ -333,8 +333,10 @@ test_names(void **state)
 	assert_string_equal(msg_name(MSG_REPLY), "REPLY");
 	assert_string_equal(msg_name(MSG_EVENT), "EVENT");
 	assert_string_equal(msg_name(MSG_SHUTDOWN), "SHUTDOWN");
+	assert_string_equal(msg_name(MSG_SNAP), "SNAP");
+	assert_string_equal(msg_name(MSG_SNAPPED), "SNAPPED");
 	assert_string_equal(msg_name(0), "?");
-	assert_string_equal(msg_name(8), "?");
+	assert_string_equal(msg_name(10), "?");
 	assert_string_equal(msg_name(UINT32_MAX), "?");
 	assert_int_equal(msg_direction(MSG_READY), MSG_W2S);
 	assert_int_equal(msg_direction(MSG_DONE), MSG_W2S);
@@ -343,11 +345,13 @@ test_names(void **state)
 	assert_int_equal(msg_direction(MSG_REPLY), MSG_S2W);
 	assert_int_equal(msg_direction(MSG_EVENT), MSG_S2W);
 	assert_int_equal(msg_direction(MSG_SHUTDOWN), MSG_S2W);
+	assert_int_equal(msg_direction(MSG_SNAP), MSG_S2W);
+	assert_int_equal(msg_direction(MSG_SNAPPED), MSG_W2S);
 	assert_int_equal(msg_direction(0), 0);
 	assert_int_equal(msg_direction(UINT32_MAX), 0);
 	for (t = 0; t < 70000; t++)
 		known += msg_direction(t) != 0;
-	assert_int_equal(known, 7);
+	assert_int_equal(known, 9);
 }
 
 static void
@@ -399,7 +403,7 @@ roundtrip(const struct msg *m)
 static void
 test_roundtrip_samples(void **state)
 {
-	unsigned seen[8] = { 0 };
+	unsigned seen[10] = { 0 };
 	size_t i;
 
 	(void)state;
@@ -505,7 +509,7 @@ test_encode_errors(void **state)
 	(void)state;
 	m = (struct msg){ .type = (enum msg_type)0 };
 	expect_encode_fail(&m, PROTO_MAX_FRAME_DEFAULT, EINVAL);
-	m = (struct msg){ .type = (enum msg_type)8 };
+	m = (struct msg){ .type = (enum msg_type)10 };
 	expect_encode_fail(&m, PROTO_MAX_FRAME_DEFAULT, EINVAL);
 	m = (struct msg){ .type = MSG_DONE, .u.done = { 1,
 	    DONE_STATUS_MAX + 1, NONE, NONE } };
@@ -588,7 +592,7 @@ test_decode_unknown_type(void **state)
 {
 	(void)state;
 	BAD(0, EPROTO, 0x90);
-	BAD(8, EPROTO, 0x90);
+	BAD(10, EPROTO, 0x90);
 	BAD(0x0101, EPROTO, 0x92, 0x01, 0xc4, 0x00);
 	BAD(UINT32_MAX, EPROTO, 0x90);
 }
@@ -901,7 +905,7 @@ test_rx_bad_header(void **state)
 	raw_frame(&b, 1, 0, 0, RAW(0x90), 1);
 	expect_rx_fail(&b, 1024, EPROTO);
 	b.len = 0;
-	raw_frame(&b, 1, 8, 0, RAW(0x90), 1);
+	raw_frame(&b, 1, 10, 0, RAW(0x90), 1);
 	expect_rx_fail(&b, 1024, EPROTO);
 	b.len = 0;
 	raw_frame(&b, 1, 0x100 | MSG_SHUTDOWN, 0, RAW(0x90), 1);
@@ -1086,7 +1090,7 @@ test_rw_bad_frames(void **state)
 	expect_read_fail(hdr, sizeof(hdr), 4096, EMSGSIZE);
 	put_header(hdr, 1, MSG_SHUTDOWN, 1);
 	expect_read_fail(hdr, sizeof(hdr), 4096, EPROTO);
-	put_header(hdr, 1, 9, 0);
+	put_header(hdr, 1, 10, 0);
 	expect_read_fail(hdr, sizeof(hdr), 4096, EPROTO);
 	buf_init(&b);
 	raw_frame(&b, 3, MSG_EXEC, 0, RAW(0x92, 0x01, 0xa0), 3);
