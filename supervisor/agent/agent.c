@@ -299,6 +299,7 @@ agent_run(struct agent *a, const char *wpath)
 	rcfg.red = a->red;
 	rcfg.jail = &a->view.jc;
 	rcfg.pause_ui = tui_pause;	/* input() owns the terminal meanwhile */
+	rcfg.snapshot_every_cell = 1;	/* each cell follows a model call */
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
 	a->stops.runner = a->runner;
 	if (a->runner != NULL) {

@@ -43,6 +43,9 @@ cell_free(struct cell *c)
 	free(c->traceback);
 	free(c->detail);
 	free(c->stack);
+	free(c->threads_lost);
+	free(c->snapshot);
+	free(c->ns_cells);
 	capture_clear(&c->out);
 	free(c);
 }

@@ -63,6 +63,12 @@ struct cell {
 	double kill_to_ready_ms;	/* SIGKILL -> fresh worker ready */
 	char *stack;			/* every thread's stack at the kill */
 	int namespace_lost;		/* the worker died: state is gone */
+	/* the worker died but its snapshot took over: the namespace is
+	 * as before this cell (namespace_lost is 0 then) */
+	int rolled_back;
+	char *threads_lost;		/* comma-separated names, or NULL */
+	char *snapshot;			/* "taken", or why none; NULL: never */
+	char *ns_cells;			/* cells in the namespace, "1-3,5" */
 	/* model calls of the cell ended unfinished when it was killed */
 	unsigned calls_cancelled;
 };

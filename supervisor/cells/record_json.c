@@ -160,6 +160,33 @@ cells_inputs_json(const struct cell *c)
 	return o;
 }
 
+/* "kept", "lost" or "rolled back to before cell N"; null while it runs. */
+static json_t *
+namespace_json(const struct cell *c)
+{
+	if (c->status == CELL_RUNNING)
+		return json_null();
+	if (c->rolled_back)
+		return json_sprintf("rolled back to before cell %u", c->n);
+	return json_string(c->namespace_lost ? "lost" : "kept");
+}
+
+/* The names of the threads a rollback lost, as an array; null if none. */
+static json_t *
+threads_json(const struct cell *c)
+{
+	const char *p = c->threads_lost, *e;
+	json_t *a;
+
+	if (p == NULL || *p == '\0' || (a = json_array()) == NULL)
+		return json_null();
+	for (; *p != '\0'; p = *e == ',' ? e + 1 : e) {
+		e = p + strcspn(p, ",");
+		(void)json_array_append_new(a, json_stringn(p, (size_t)(e - p)));
+	}
+	return a;
+}
+
 static void
 add_limits(json_t *o, const struct cell *c)
 {
@@ -171,8 +198,10 @@ add_limits(json_t *o, const struct cell *c)
 	    json_null() : json_integer((json_int_t)c->cpu_us));
 	(void)json_object_set_new(o, "memory_peak", c->memory_peak > 0 ?
 	    json_integer((json_int_t)c->memory_peak) : json_null());
-	(void)json_object_set_new(o, "namespace", c->status == CELL_RUNNING ?
-	    json_null() : json_string(c->namespace_lost ? "lost" : "kept"));
+	(void)json_object_set_new(o, "namespace", namespace_json(c));
+	(void)json_object_set_new(o, "namespace_cells", jcstr(c->ns_cells));
+	(void)json_object_set_new(o, "snapshot", jcstr(c->snapshot));
+	(void)json_object_set_new(o, "threads_lost", threads_json(c));
 	(void)json_object_set_new(o, "stack", jcstr(c->stack));
 	(void)json_object_set_new(o, "model_calls_cancelled",
 	    json_integer((json_int_t)c->calls_cancelled));

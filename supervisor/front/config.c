@@ -25,7 +25,8 @@ enum {
 	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
 	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
 	OPT_MASK, OPT_NO_DEFAULT_MASKS,
-	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS, OPT_MAX_COST, OPT_PRICE
+	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS, OPT_MAX_COST, OPT_PRICE,
+	OPT_SNAPSHOT
 };
 
 
@@ -36,6 +37,7 @@ static const struct option long_opts[] = {
 	{"worker", required_argument, NULL, OPT_WORKER},
 	{"sandbox", required_argument, NULL, OPT_SANDBOX},
 	{"sandbox-debug", no_argument, NULL, OPT_SANDBOX_DEBUG},
+	{"snapshot", required_argument, NULL, OPT_SNAPSHOT},
 	{"output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT},
 	{"max-frame", required_argument, NULL, OPT_MAX_FRAME},
 	{"cell-timeout", required_argument, NULL, OPT_CELL_TIMEOUT},
@@ -120,6 +122,10 @@ static const char worker_help[] =
     "  --memory-limit SIZE  worker memory ceiling (default 4G, 0 = none)\n"
     "  --sandbox PROFILE    seccomp profile: off, default, strict\n"
     "  --sandbox-debug      name a blocked syscall instead of failing it\n"
+    "  --snapshot WHEN      fork a snapshot before a cell, to roll the\n"
+    "                       namespace back if the cell is killed: auto\n"
+    "                       (default: every agent cell; exec: after a slow\n"
+    "                       cell or in a large namespace), always, never\n"
     "  --pass-env NAME      pass one more variable to the worker\n"
     "  --worker PATH        the agentz-worker executable\n"
     "  --max-frame SIZE     control channel frame limit (default 64M)\n"
@@ -360,6 +366,13 @@ one_opt(struct config *c, int ch, const char *cmd)
 		c->sandbox = optarg;
 		return 0;
 	case OPT_SANDBOX_DEBUG: c->sandbox_debug = 1; return 0;
+	case OPT_SNAPSHOT:
+		if (strcmp(optarg, "auto") && strcmp(optarg, "always") &&
+		    strcmp(optarg, "never"))
+			return bad(cmd, "--snapshot", optarg,
+			    "expected auto, always or never");
+		c->snapshot = optarg;
+		return 0;
 	case OPT_OUTPUT_LIMIT:
 		if (set_size(cmd, "--output-limit", optarg, 64, &v) < 0)
 			return -1;
@@ -437,6 +450,7 @@ defaults(struct config *c)
 {
 	memset(c, 0, sizeof *c);
 	c->sandbox = "default";
+	c->snapshot = "auto";
 	c->output_limit = 1u << 20;
 	c->max_frame = PROTO_MAX_FRAME_DEFAULT;
 	c->cell_timeout = 3600;
@@ -572,6 +586,8 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->worker.limits.fsize = c->fsize_limit;
 	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
 	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
+	rc->snapshot = strcmp(c->snapshot, "always") == 0 ? SNAPSHOT_ALWAYS :
+	    strcmp(c->snapshot, "never") == 0 ? SNAPSHOT_NEVER : SNAPSHOT_AUTO;
 	rc->output_limit = c->output_limit;
 	rc->max_start_failures = 5;
 	rc->input_fd = input_fd;

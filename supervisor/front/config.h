@@ -26,6 +26,7 @@ struct config {
 	const char *worker_path;	/* default: next to our executable */
 	const char *sandbox;		/* off | default | strict */
 	int sandbox_debug;
+	const char *snapshot;		/* auto | always | never */
 	size_t output_limit;
 	size_t max_frame;
 	double cell_timeout;		/* seconds */

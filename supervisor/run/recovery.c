@@ -125,6 +125,7 @@ record_death(struct runner *r, struct cell *c, const struct worker_death *d)
 
 	cells_finish_dead(c, kind, why, d->exited ? d->code : -1,
 	    d->exited ? -1 : d->signal);
+	runner_snapshot_note(r, c);
 	if (c->timeout_stage != NULL)
 		c->kind = KIND_TIMEOUT;
 	cells_set_usage(c, d->cpu_us > r->cpu0_us ? d->cpu_us - r->cpu0_us : 0,
@@ -134,6 +135,47 @@ record_death(struct runner *r, struct cell *c, const struct worker_death *d)
 		c->stack = strdup(d->stack);
 	runner_flush_output(r, c);
 	r->dead = c;
+}
+
+/*
+ * The killed cell's snapshot takes over: its record says the namespace
+ * was rolled back (and which threads the snapshot lacks). 0, or -1 when
+ * it cannot (the record then says lost).
+ */
+static int
+roll_back(struct runner *r, struct cell *c, const struct worker_death *d)
+{
+	if (worker_promote(r->w) < 0) {
+		log_warnx("cell %u: the snapshot could not take over (%s); "
+		    "the namespace is lost", c->n, strerror(errno));
+		return -1;
+	}
+	c->rolled_back = 1;
+	c->namespace_lost = 0;
+	if (d->threads_lost != NULL)
+		c->threads_lost = strdup(d->threads_lost);
+	if (c->timeout_stage != NULL)
+		runner_timeout_detail(r, c);
+	return 0;
+}
+
+/* A promoted snapshot that died before its READY: the cell it stood in
+ * for lost its namespace after all. */
+static void
+roll_back_failed(struct runner *r)
+{
+	struct cell *c = r->dead;
+
+	if (c == NULL || !c->rolled_back)
+		return;
+	c->rolled_back = 0;
+	c->namespace_lost = 1;
+	free(c->threads_lost);
+	c->threads_lost = NULL;
+	if (c->timeout_stage != NULL)
+		runner_timeout_detail(r, c);
+	nscells_reset(r);
+	nscells_record(r, c);
 }
 
 void
@@ -148,11 +190,19 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 	hostserve_input_stop(r);
 	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
+	roll_back_failed(r);
 	if (c != NULL)
 		record_death(r, c, d);
 	r->current = NULL;
 	if (r->death_fn != NULL)
 		r->death_fn(r->death_ctx, c);
+	if (c != NULL && d->snapshot && roll_back(r, c, d) == 0) {
+		nscells_record(r, c);
+		return;		/* its READY finishes the record */
+	}
+	nscells_reset(r);
+	if (c != NULL)
+		nscells_record(r, c);
 	if (d->before_ready) {
 		r->start_failures++;
 		log_warnx("worker did not start (%s), attempt %u of %u", why,

@@ -27,6 +27,10 @@
 
 #define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL, at most */
 #define DUMP_QUIET_MS 5		/* ... or this long after the dump arrived */
+/* --snapshot auto in exec runs: after a cell this long, or once the
+ * worker's memory reached this much, the next cell gets a snapshot */
+#define AUTO_SLOW_US 1000000u
+#define AUTO_BIG_KB (256L << 10)
 
 static void w_ready(struct worker *w, void *ctx);
 static void w_output(struct worker *w, int stream, const char *p, size_t n,
@@ -104,6 +108,7 @@ runner_free(struct runner *r)
 	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
 	contain_free(r->contain);
+	free(r->ns);
 	if (r->cfg.input_fd >= 0)
 		loop_unwatch(r->loop, r->cfg.input_fd);
 	cells_clear(&r->cells);
@@ -191,6 +196,39 @@ runner_cancel_deadline(struct runner *r)
 	r->deadline_timer = r->stage_timer = 0;
 }
 
+/* Why the cell gets no snapshot, or NULL to take one. */
+static const char *
+snapshot_refusal(const struct runner *r)
+{
+	if (r->cfg.snapshot == SNAPSHOT_NEVER)
+		return "none: --snapshot never";
+	if (!jail_active(r->jail))
+		return "none: snapshots need the run's isolation (jail)";
+	if (strcmp(r->cfg.worker.sandbox, "strict") == 0)
+		return "none: off under --sandbox strict";
+	if (r->cfg.snapshot == SNAPSHOT_ALWAYS || r->cfg.snapshot_every_cell ||
+	    r->last_cell_us >= AUTO_SLOW_US || r->last_rss_kb >= AUTO_BIG_KB)
+		return NULL;
+	return "none: --snapshot auto skips a quick cell in a small namespace";
+}
+
+/* What the record says of the cell's snapshot. */
+void
+runner_snapshot_note(struct runner *r, struct cell *c)
+{
+	const char *why = worker_snapshot_why(r->w);
+	char *s = NULL;
+
+	if (r->snap_refused != NULL)
+		s = strdup(r->snap_refused);
+	else if (why[0] == '\0')
+		s = strdup("taken");
+	else if (asprintf(&s, "none: %s", why) < 0)
+		s = NULL;
+	free(c->snapshot);
+	c->snapshot = s;
+}
+
 static void
 dispatch_pending(struct runner *r)
 {
@@ -210,6 +248,9 @@ dispatch_pending(struct runner *r)
 	if (r->cfg.cell_timeout_ms > 0)
 		r->deadline_timer = loop_timer(r->loop, r->cfg.cell_timeout_ms,
 		    on_deadline, r);
+	r->snap_refused = snapshot_refusal(r);
+	if (r->snap_refused == NULL && worker_snapshot(r->w, c->n) < 0)
+		r->snap_refused = "none: cannot ask the worker for one";
 	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
 		worker_kill(r->w, "cannot send the cell to the worker");
 }
@@ -280,11 +321,13 @@ runner_timeout_detail(struct runner *r, struct cell *c)
 	char d[256];
 	int killed = strcmp(c->timeout_stage, "killed") == 0;
 
-	(void)snprintf(d, sizeof d, "the cell exceeded its %.3g s timeout: %s",
-	    (double)r->cfg.cell_timeout_ms / 1000.0, killed ?
+	(void)snprintf(d, sizeof d, "the cell exceeded its %.3g s timeout: %s%s",
+	    (double)r->cfg.cell_timeout_ms / 1000.0, !killed ?
+	    "interrupted (KeyboardInterrupt); the namespace was kept" :
 	    "it ignored the interrupt, so after the grace period its whole "
-	    "process tree was killed; the namespace was lost" :
-	    "interrupted (KeyboardInterrupt); the namespace was kept");
+	    "process tree was killed; ", !killed ? "" : c->rolled_back ?
+	    "the namespace was rolled back to before this cell" :
+	    "the namespace was lost");
 	cells_set_detail(c, d);
 	c->status = CELL_ERROR;
 	c->kind = KIND_TIMEOUT;
@@ -421,7 +464,12 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 		c->maxrss_kb = kb;
 		c->cpu_us = cpu > r->cpu0_us ? cpu - r->cpu0_us : 0;
 		r->cpu0_us = cpu;
+		r->last_rss_kb = kb;
 	}
+	r->last_cell_us = c->duration_us;
+	runner_snapshot_note(r, c);
+	nscells_add(r, c->n);
+	nscells_record(r, c);
 	if (c->timeout_stage != NULL) {
 		/* a timed-out cell leaves nothing running, even when the
 		 * interrupt was enough to stop the worker itself */

@@ -27,6 +27,14 @@
 
 struct runner;
 
+/* When a cell gets a snapshot to roll back to should it be killed. */
+enum snapshot_policy {
+	SNAPSHOT_AUTO,		/* agent cells; exec: after a long cell or
+				 * in a large namespace */
+	SNAPSHOT_ALWAYS,
+	SNAPSHOT_NEVER
+};
+
 struct runner_config {
 	struct worker_config worker;
 	const struct jail_config *jail;	/* the worker's world; NULL = none */
@@ -36,6 +44,10 @@ struct runner_config {
 	const struct redact *red;	/* secrets to clean, NULL = none */
 	uint64_t cell_timeout_ms;	/* wall clock per cell, 0 = none */
 	uint64_t grace_ms;		/* interrupt -> stack dump + kill */
+	enum snapshot_policy snapshot;
+	int snapshot_every_cell;	/* AUTO takes one before every cell
+					 * (agent runs: each follows a model
+					 * call of seconds) */
 	/* The front end's UI steps aside (1) while input() waits for a
 	 * line on input_fd and comes back (0) after; NULL = no UI. */
 	void (*pause_ui)(int paused);

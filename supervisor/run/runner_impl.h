@@ -52,6 +52,12 @@ struct runner {
 	uint64_t input_id;	/* 0: none waiting */
 	int input_eof;
 	struct buf inbuf;
+	/* the cells whose effects are in the worker's namespace: ranges */
+	struct ns_range { uint32_t lo, hi; } *ns;
+	size_t ns_n, ns_cap;
+	uint64_t last_cell_us;	/* the previous cell's duration */
+	long last_rss_kb;	/* the worker's memory after it */
+	const char *snap_refused;	/* the running cell's: why none */
 	/* told of a worker's death at once (runner_on_death) */
 	void (*death_fn)(void *ctx, struct cell *c);
 	void *death_ctx;
@@ -62,6 +68,8 @@ struct runner {
  * output of a stream (1 or 2) into the record and to the front end. */
 void runner_cancel_deadline(struct runner *r);
 void runner_timeout_detail(struct runner *r, struct cell *c);
+/* The record's "snapshot": taken, or why none. */
+void runner_snapshot_note(struct runner *r, struct cell *c);
 void runner_flush_output(struct runner *r, struct cell *c);
 void runner_feed_output(struct runner *r, int stream, const char *p,
     size_t n);
@@ -76,5 +84,11 @@ void hostserve_input_stop(struct runner *r);
 void recovery_death(struct worker *w, const struct worker_death *d,
     void *ctx);
 void recovery_finish_dead(struct runner *r);
+
+/* nscells.c: the cells in the namespace: a new worker has none; a cell
+ * that ran is added; the record gets the set as text ("1-3,5"). */
+void nscells_reset(struct runner *r);
+void nscells_add(struct runner *r, uint32_t n);
+void nscells_record(struct runner *r, struct cell *c);
 
 #endif

@@ -107,6 +107,7 @@ on_done(struct worker *w, struct msg *m)
 	cap_text(w, &m->u.done.exception_type);
 	wout_drain_all(w);
 	w->state = WORKER_IDLE;
+	wsnap_forget(w);	/* the worker discards it */
 	w->ops.done(w, &m->u.done, w->ctx);
 }
 
@@ -118,7 +119,8 @@ frame_allowed(const struct worker *w, unsigned type)
 	case WORKER_STARTING:
 		return type == MSG_READY;
 	case WORKER_BUSY:
-		return type == MSG_DONE || type == MSG_REQUEST;
+		return type == MSG_DONE || type == MSG_REQUEST ||
+		    type == MSG_SNAPPED;
 	case WORKER_IDLE:
 		return type == MSG_REQUEST;	/* a cell's leftover thread */
 	case WORKER_DOWN:
@@ -139,6 +141,8 @@ dispatch(struct worker *w, struct msg *m)
 		on_ready(w, m);
 	else if (m->type == MSG_DONE)
 		on_done(w, m);
+	else if (m->type == MSG_SNAPPED)
+		wsnap_on_snapped(w, &m->u.snapped);
 	else
 		w->ops.request(w, &m->u.request, w->ctx);
 }
@@ -329,8 +333,8 @@ wchan_event(struct loop *l, int fd, short revents, void *ctx)
 		chan_read(w);
 }
 
-static int
-send_msg(struct worker *w, const struct msg *m)
+int
+wchan_send(struct worker *w, const struct msg *m)
 {
 	if (w->chan < 0 || w->state == WORKER_DYING ||
 	    w->state == WORKER_DOWN) {
@@ -356,7 +360,7 @@ worker_exec(struct worker *w, uint32_t cell, const char *code, size_t len)
 	m.type = MSG_EXEC;
 	m.u.exec.cell = cell;
 	m.u.exec.code = (struct bytes){ (char *)(uintptr_t)code, len };
-	if (send_msg(w, &m) < 0)
+	if (wchan_send(w, &m) < 0)
 		return -1;
 	w->cell = cell;
 	w->state = WORKER_BUSY;
@@ -374,7 +378,7 @@ worker_reply(struct worker *w, uint64_t id, uint32_t status,
 	m.u.reply.id = id;
 	m.u.reply.status = status;
 	m.u.reply.body = (struct bytes){ (char *)(uintptr_t)body, len };
-	return send_msg(w, &m);
+	return wchan_send(w, &m);
 }
 
 int
@@ -390,5 +394,5 @@ worker_event(struct worker *w, uint64_t id, const char *body, size_t len)
 	m.type = MSG_EVENT;
 	m.u.event.id = id;
 	m.u.event.body = (struct bytes){ (char *)(uintptr_t)body, len };
-	return send_msg(w, &m);
+	return wchan_send(w, &m);
 }

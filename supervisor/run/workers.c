@@ -44,6 +44,7 @@ worker_new(struct loop *l, const struct worker_config *c,
 	w->ops = *ops;
 	w->ctx = ctx;
 	w->pidfd = w->chan = w->out = w->err = w->dump = w->status = -1;
+	w->spare = w->snap.pidfd = -1;
 	/* workers start from this descriptor: a path swapped later
 	 * changes nothing */
 	w->exe = open(c->path, O_PATH | O_CLOEXEC);
@@ -140,6 +141,9 @@ reset_state(struct worker *w, const int *ours)
 	w->chan = ours[0], w->out = ours[1], w->err = ours[2];
 	w->dump = ours[3];
 	w->status = ours[5];
+	if (w->spare >= 0)
+		(void)close(w->spare);
+	w->spare = ours[6];
 	w->wpid = w->pid;	/* until READY tells us better */
 	w->generation++;
 	w->ready_us = 0;
@@ -154,7 +158,7 @@ reset_state(struct worker *w, const int *ours)
 int
 worker_spawn(struct worker *w)
 {
-	int ours[6], theirs[6];
+	int ours[WSPAWN_NFDS], theirs[WSPAWN_NFDS];
 
 	if (w->state != WORKER_DOWN) {
 		errno = EBUSY;
@@ -164,16 +168,38 @@ worker_spawn(struct worker *w)
 	    contain_prepare(w->cfg.contain, w->generation + 1) < 0)
 		log_warn("worker cgroup set-up failed; continuing without");
 	if (wspawn_make_fds(ours, theirs) < 0 || wspawn_fork(w, theirs) < 0) {
-		wspawn_close_fds(ours, 6);
-		wspawn_close_fds(theirs, 6);
+		wspawn_close_fds(ours, WSPAWN_NFDS);
+		wspawn_close_fds(theirs, WSPAWN_NFDS);
 		return -1;
 	}
-	wspawn_close_fds(theirs, 6);
+	wspawn_close_fds(theirs, WSPAWN_NFDS);
+	w->adopted = 0;
 	reset_state(w, ours);
 	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
 	if (release_child(w, ours[4]) < 0 || w->pidfd < 0 || watch_all(w) < 0)
 		worker_kill(w, "cannot set up the new worker");
 	return 0;
+}
+
+void
+wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
+    int pidfd)
+{
+	struct contain_stats st;
+
+	w->spawned_us = loop_now_us();
+	reset_state(w, ours);
+	w->pid = w->wpid = pid;
+	w->ns_pid = ns_pid;
+	w->pidfd = pidfd;
+	w->adopted = 1;
+	w->oom_base = 0;
+	if (w->cfg.contain != NULL) {
+		contain_stats(w->cfg.contain, &st);
+		w->oom_base = st.oom_kills;
+	}
+	if (watch_all(w) < 0)
+		worker_kill(w, "cannot set up the promoted snapshot");
 }
 
 /* --- death ------------------------------------------------------------ */
@@ -222,13 +248,19 @@ reap(struct worker *w, int options)
 	pid_t r;
 
 	memset(&d, 0, sizeof d);
-	do
-		r = wait4(w->pid, &status, options, &d.ru);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
-		return;		/* pidfd readable but not yet waitable */
-	if (r < 0)
-		log_warn("reaping worker %ld", (long)w->pid);
+	if (w->adopted) {
+		/* not our child: its death came by pidfd, its status from
+		 * the jail's init that reaped it */
+		wsnap_adopted_status(w, &status, &d.ru);
+	} else {
+		do
+			r = wait4(w->pid, &status, options, &d.ru);
+		while (r < 0 && errno == EINTR);
+		if (r == 0)
+			return;	/* pidfd readable but not yet waitable */
+		if (r < 0)
+			log_warn("reaping worker %ld", (long)w->pid);
+	}
 	/* With a namespace init, the worker's own status came by pipe. */
 	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
@@ -241,15 +273,25 @@ reap(struct worker *w, int options)
 	}
 	wout_drain_all(w);
 	wout_read_dump(w);
+	/* the snapshot of the cell it died in survives, in its cgroup */
+	d.snapshot = wsnap_spare(w) != 0 && wsnap_alive(w);
 	if (w->cfg.contain != NULL) {
 		contain_stats(w->cfg.contain, &d.cg);
-		contain_release(w->cfg.contain);
+		d.cg.oom_kills -= d.cg.oom_kills >= w->oom_base ?
+		    w->oom_base : d.cg.oom_kills;
+		if (!d.snapshot)
+			contain_release(w->cfg.contain);
 	}
 	/* What is left of this worker's tree: in the jail, everything but
-	 * its init; without one, orphans reparented to us. */
+	 * its init (and the snapshot); without one, orphans reparented to
+	 * us. */
 	if (jail_active(w->cfg.jail))
-		(void)jail_kill(w->cfg.jail, 0);
+		(void)jail_kill(w->cfg.jail, d.snapshot ? w->snap.ns_pid : 0);
 	(void)contain_sweep(jail_init_pid(w->cfg.jail));
+	if (!d.snapshot)
+		wsnap_forget(w);
+	else
+		d.threads_lost = w->snap.threads;
 	close_all(w);
 	if (w->stack.len > 0 && buf_append(&w->stack, "", 1) == 0)
 		d.stack = (const char *)w->stack.data;
@@ -264,6 +306,7 @@ reap(struct worker *w, int options)
 	usage_at_death(w, &d);
 	w->state = WORKER_DOWN;
 	w->pid = w->wpid = 0;
+	w->adopted = 0;
 	w->ops.death(w, &d, w->ctx);
 	free(w->kill_reason);
 	w->kill_reason = NULL;
@@ -282,6 +325,8 @@ pidfd_event(struct loop *l, int fd, short revents, void *ctx)
 void
 worker_kill(struct worker *w, const char *reason)
 {
+	pid_t spare;
+
 	if (w->state == WORKER_DOWN)
 		return;
 	if (reason != NULL && w->kill_reason == NULL)
@@ -292,14 +337,17 @@ worker_kill(struct worker *w, const char *reason)
 	if (w->state != WORKER_BUSY && w->state != WORKER_DYING)
 		w->cell = UINT32_MAX;
 	w->state = WORKER_DYING;
-	/* cgroup (atomic), group (setsid made pgid == pid), the pid (init
-	 * of its PID namespace: its death ends every process in it). */
-	if (w->cfg.contain != NULL)
+	spare = wsnap_spare(w);
+	/* cgroup (atomic; not with a snapshot to spare: it is in there),
+	 * group (setsid made pgid == pid), the pid (init of its PID
+	 * namespace: its death ends every process in it), the jail's
+	 * processes but the snapshot (stopped first, so nothing forks). */
+	if (w->cfg.contain != NULL && spare == 0)
 		(void)contain_kill(w->cfg.contain);
+	if (jail_active(w->cfg.jail))
+		(void)jail_kill(w->cfg.jail, spare);
 	(void)kill(-w->pid, SIGKILL);
 	(void)kill(w->pid, SIGKILL);
-	if (jail_active(w->cfg.jail))
-		(void)jail_kill(w->cfg.jail, 0);
 	if (w->chan >= 0) {
 		loop_unwatch(w->loop, w->chan);
 		(void)close(w->chan);
@@ -337,6 +385,9 @@ worker_free(struct worker *w)
 	}
 	if (w->exe >= 0)
 		(void)close(w->exe);
+	if (w->spare >= 0)
+		(void)close(w->spare);
+	wsnap_forget(w);
 	frame_rx_clear(&w->rx);
 	buf_clear(&w->outq);
 	buf_clear(&w->stack);

@@ -46,6 +46,9 @@ struct worker_death {
 	uint64_t cpu_us;
 	long peak_kb;
 	const char *stack;		/* faulthandler dump, or NULL */
+	/* the snapshot taken before `cell` survived (worker_promote) */
+	int snapshot;
+	const char *threads_lost;	/* its missing threads, or NULL */
 };
 
 struct worker_ops {
@@ -99,6 +102,23 @@ int worker_event(struct worker *w, uint64_t id, const char *body,
  * before a request is shown before what answers the request.
  */
 void worker_drain_output(struct worker *w);
+/*
+ * Asks the worker for a snapshot before `cell` (state IDLE, right before
+ * worker_exec; needs the run's jail). The answer arrives before the
+ * cell's first frame; a kill of the cell then spares the snapshot, and
+ * the death says so (worker_death.snapshot). 0, or -1 with errno.
+ */
+int worker_snapshot(struct worker *w, uint32_t cell);
+/* Why the last cell has no snapshot ("" when it has one). */
+const char *worker_snapshot_why(const struct worker *w);
+/* The names of the threads the snapshot lacks (comma-separated), NULL. */
+const char *worker_snapshot_threads(const struct worker *w);
+/*
+ * After a death whose snapshot survived (state DOWN): the snapshot
+ * becomes the worker (state STARTING until its READY). 0, or -1 with
+ * errno (ESRCH: the snapshot is gone; then spawn as usual).
+ */
+int worker_promote(struct worker *w);
 /* SIGINT to the worker (the running cell sees KeyboardInterrupt). */
 int worker_interrupt(struct worker *w);
 /* SIGKILL to the worker's whole process tree; death is reported later. */

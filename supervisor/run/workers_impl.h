@@ -6,6 +6,7 @@
  *   wspawn.c   the fork/exec path (async-signal-safe in the child)
  *   wout.c     the output pipes and the stack-dump pipe
  *   wchan.c    the control channel: framing, slices, backpressure
+ *   wsnap.c    snapshots: SNAP/SNAPPED, sparing one at a kill, promotion
  *
  * May include: workers.h and what it includes, proto/. No one outside
  * those four files includes this header.
@@ -15,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "proto/proto.h"
@@ -48,11 +50,22 @@ struct worker {
 	long kill_peak_kb;
 	char python_version[32];
 	char sandbox[64];
+	int spare;		/* our end of the spare socket, or -1 */
+	int adopted;		/* a promoted snapshot: not our child */
+	uint64_t oom_base;	/* the group's OOM kills when adopted */
+	struct wsnap {
+		pid_t pid, ns_pid;	/* 0: none */
+		int pidfd;
+		uint32_t cell;
+		char *threads;		/* names of the threads it lacks */
+		char why[192];		/* why there is none, or "" */
+	} snap;
 };
 
-/* wspawn.c: descriptors for a new worker (ours[6]/theirs[6]: chan, out,
- * err, dump, sync, status), closing them, and the fork (0 in the parent
- * with w->pid set, -1 with errno; the child never returns). */
+/* wspawn.c: descriptors for a new worker (ours[7]/theirs[7]: chan, out,
+ * err, dump, sync, status, spare), closing them, and the fork (0 in the
+ * parent with w->pid set, -1 with errno; the child never returns). */
+#define WSPAWN_NFDS 7
 int wspawn_make_fds(int *ours, int *theirs);
 void wspawn_close_fds(int *fds, size_t n);
 int wspawn_fork(struct worker *w, const int *theirs);
@@ -68,5 +81,21 @@ void wout_read_dump(struct worker *w);
  * buffered (also called at death to handle the ones left). */
 void wchan_event(struct loop *l, int fd, short revents, void *ctx);
 void wchan_process(struct worker *w);
+/* Queues a frame to the worker. 0, or -1 with errno. */
+int wchan_send(struct worker *w, const struct msg *m);
+/* workers.c: the struct takes a promoted snapshot as its process
+ * (ours: the descriptors made for it; sync and status closed). */
+void wworker_adopt(struct worker *w, const int *ours, pid_t pid,
+    pid_t ns_pid, int pidfd);
+
+/* wsnap.c: a SNAPPED frame; whether the snapshot of the running cell is
+ * alive to be spared; forgetting it (its worker discards it); the pid a
+ * jail kill spares (0: none); the exit status of an adopted worker. */
+void wsnap_on_snapped(struct worker *w, const struct msg_snapped *s);
+int wsnap_alive(struct worker *w);
+void wsnap_forget(struct worker *w);
+pid_t wsnap_spare(struct worker *w);
+void wsnap_adopted_status(struct worker *w, int *status,
+    struct rusage *ru);
 
 #endif

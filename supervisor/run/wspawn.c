@@ -75,8 +75,9 @@ build_env(const struct worker *w, char **envp)
 struct spawn_args {
 	char *argv[MAX_ARGS];
 	char *envp[MAX_ENV];
-	char num[5][24];
-	int fds[6];	/* chan, out, err, dump, sync, status (child ends) */
+	char num[6][24];
+	int fds[WSPAWN_NFDS];	/* chan, out, err, dump, sync, status, spare
+				 * (the child's ends) */
 	struct contain_limits lim;
 	const char *path;
 	int exe;		/* -1: exec path instead */
@@ -84,8 +85,10 @@ struct spawn_args {
 	const char *cwd;		/* without a jail: the workspace */
 };
 
-/* Where the executable's descriptor sits in the child. */
-#define EXE_FD (WORKER_DUMP_FD + 2)
+/* Where the executable's descriptor and the init's status pipe sit in
+ * the child (after the spare socket, WORKER_SPARE_FD). */
+#define EXE_FD (WORKER_SPARE_FD + 1)
+#define STATUS_FD (WORKER_SPARE_FD + 2)
 
 static void
 build_argv(const struct worker *w, struct spawn_args *a)
@@ -98,6 +101,7 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	(void)snprintf(a->num[3], 24, "%llu",
 	    (unsigned long long)w->cfg.data_limit);
 	(void)snprintf(a->num[4], 24, "%zu", w->cfg.output_limit);
+	(void)snprintf(a->num[5], 24, "%u", w->generation + 1);
 	a->argv[n++] = (char *)(uintptr_t)"agentz-worker";
 	a->argv[n++] = (char *)(uintptr_t)"--sandbox";
 	a->argv[n++] = (char *)(uintptr_t)w->cfg.sandbox;
@@ -113,6 +117,8 @@ build_argv(const struct worker *w, struct spawn_args *a)
 		a->argv[n++] = (char *)(uintptr_t)"--output-limit";
 		a->argv[n++] = a->num[4];
 	}
+	a->argv[n++] = (char *)(uintptr_t)"--generation";
+	a->argv[n++] = a->num[5];
 	if (w->cfg.sandbox_debug)
 		a->argv[n++] = (char *)(uintptr_t)"--sandbox-debug";
 	/* no IPC namespace of its own: the host's SysV objects are near */
@@ -122,21 +128,21 @@ build_argv(const struct worker *w, struct spawn_args *a)
 }
 
 /*
- * Child: park the fds above 9, place them at 0-4, the init's status pipe
- * (fd 5, CLOEXEC: the worker never has it) and the executable (fd 6)
- * where present, close the rest. fd 6 survives the exec only because a
- * script's interpreter reads the script through it; agentz-worker
- * closes it before anything else.
+ * Child: park the fds above 9, place them at 0-5 (5: the spare socket),
+ * the executable (fd 6) and the init's status pipe (fd 7, CLOEXEC: the
+ * worker never has it) where present, close the rest. fd 6 survives the
+ * exec only because a script's interpreter reads the script through it;
+ * agentz-worker closes it before anything else.
  */
 static int
 child_fds(const int *fds, int status, int exe)
 {
-	int src[6] = { fds[0], fds[1], fds[2], fds[3], status, exe };
-	static const int dst[6] = { WORKER_CHAN_FD, 1, 2, WORKER_DUMP_FD,
-	    WORKER_DUMP_FD + 1, EXE_FD };
-	int hi[6], nul, i;
+	int src[7] = { fds[0], fds[1], fds[2], fds[3], fds[6], exe, status };
+	static const int dst[7] = { WORKER_CHAN_FD, 1, 2, WORKER_DUMP_FD,
+	    WORKER_SPARE_FD, EXE_FD, STATUS_FD };
+	int hi[7], nul, i;
 
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < 7; i++) {
 		hi[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 10);
 		if (src[i] >= 0 && hi[i] < 0)
 			return -1;
@@ -144,14 +150,14 @@ child_fds(const int *fds, int status, int exe)
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (nul < 0 || dup2(nul, 0) < 0)
 		return -1;
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < 7; i++) {
 		if (hi[i] < 0)
 			(void)close(dst[i]);
-		else if (dup2(hi[i], dst[i]) < 0 || (i == 4 &&
+		else if (dup2(hi[i], dst[i]) < 0 || (i == 6 &&
 		    fcntl(dst[i], F_SETFD, FD_CLOEXEC) < 0))
 			return -1;
 	}
-	return (int)syscall(SYS_close_range, EXE_FD + 1, ~0u, 0u);
+	return (int)syscall(SYS_close_range, STATUS_FD + 1, ~0u, 0u);
 }
 
 static void
@@ -169,7 +175,8 @@ exec_worker(const struct spawn_args *a)
  * no handler for, even its own SIGKILL, so the worker must not be it: this
  * init forks the worker, reaps whatever is orphaned into the namespace,
  * and when the worker ends sends its wait status to the supervisor on fd
- * 5 and exits, which kills everything left in the namespace.
+ * 7 and exits, which kills everything left in the namespace (in the
+ * run's jail, the jail's own init stays: a snapshot can outlive us).
  */
 static _Noreturn void
 ns_init(const struct spawn_args *a, int status_fd)
@@ -186,7 +193,7 @@ ns_init(const struct spawn_args *a, int status_fd)
 		exec_worker(a);
 		_exit(WEXIT_EXEC);
 	}
-	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_DUMP_FD, 0u);
+	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_SPARE_FD, 0u);
 	for (;;) {
 		r = waitpid(-1, &st, 0);
 		if (r == w) {
@@ -220,7 +227,7 @@ child(const struct spawn_args *a)
 	if (a->cwd != NULL && chdir(a->cwd) < 0)
 		_exit(WEXIT_EXEC);
 	if (in_ns && (status_fd = fcntl(a->fds[5], F_DUPFD_CLOEXEC,
-	    WORKER_DUMP_FD + 1)) < 0)
+	    STATUS_FD + 1)) < 0)
 		_exit(WEXIT_EXEC);
 	if (child_fds(a->fds, status_fd, a->exe) < 0 ||
 	    contain_child_rlimits(&a->lim) < 0 ||
@@ -230,7 +237,7 @@ child(const struct spawn_args *a)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
 	if (in_ns)
-		ns_init(a, WORKER_DUMP_FD + 1);
+		ns_init(a, STATUS_FD);
 	exec_worker(a);
 	_exit(WEXIT_EXEC);
 }
@@ -248,16 +255,20 @@ wspawn_close_fds(int *fds, size_t n)
 }
 
 /*
- * ours[6]/theirs[6]: chan, out, err, dump, sync, status. We read the
- * output, dump and status pipes and write the sync pipe.
+ * ours/theirs[WSPAWN_NFDS]: chan, out, err, dump, sync, status, spare. We
+ * read the output, dump and status pipes and write the sync pipe; the
+ * spare socket (datagrams) carries a promotion to a snapshot.
  */
 int
 wspawn_make_fds(int *ours, int *theirs)
 {
 	int sv[2], p[5][2], i;
 
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < WSPAWN_NFDS; i++)
 		ours[i] = theirs[i] = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	ours[6] = sv[0], theirs[6] = sv[1];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
 	ours[0] = sv[0], theirs[0] = sv[1];

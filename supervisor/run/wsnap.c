@@ -1,0 +1,302 @@
+/*
+ * wsnap.c - a worker's snapshot (see workers.h, proto.h's SNAP).
+ *
+ * Before a cell the worker may fork a frozen copy of itself, the
+ * snapshot: a child of the worker in the run's jail, which its kill
+ * spares (the jail's init stops everything, kills all but the snapshot,
+ * continues it) and which then survives the worker's death, reparented
+ * to the jail's init. Promoting it hands it a fresh channel, output
+ * pipes, dump pipe and spare socket over the old spare socket; the
+ * struct worker adopts it (it is not our child: its death comes from a
+ * pidfd, its status from the jail's init). When the cell ends normally
+ * the worker discards the snapshot itself and we forget it.
+ *
+ * Owns: SNAPPED, the snapshot's host pid and pidfd, whether it is alive,
+ * worker_promote, the exit status of an adopted worker.
+ *
+ * May include: workers_impl.h, sandbox/ (contain, jail), common/log.h.
+ */
+#include "supervisor/run/workers_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+#define MAX_CHILDREN 64
+
+/* The last pid of the NSpid line of /proc/<pid>/status: the pid as the
+ * innermost namespace sees it, or 0. */
+static pid_t
+ns_pid_of(pid_t pid)
+{
+	char path[64], buf[2048], *p, *end;
+	ssize_t n;
+	long v = 0;
+	int fd;
+
+	(void)snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	(void)close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if ((p = strstr(buf, "\nNSpid:")) == NULL)
+		return 0;
+	for (p += 7; *p != '\n' && *p != '\0'; p = end) {
+		v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+	}
+	return (pid_t)v;
+}
+
+/* The host pid of the worker's child whose namespace pid is ns. */
+static pid_t
+host_pid_of(const struct worker *w, pid_t ns)
+{
+	pid_t kids[MAX_CHILDREN];
+	int i, n = contain_children(w->wpid, kids, MAX_CHILDREN);
+
+	for (i = 0; i < n; i++)
+		if (ns_pid_of(kids[i]) == ns)
+			return kids[i];
+	return 0;
+}
+
+/* The snapshot should be the last thing the OOM killer takes: as low as
+ * we are (it inherited the worker's 1000). Needs CAP_SYS_RESOURCE below
+ * what the worker started with; a plain user's run keeps 1000. */
+static void
+lower_oom_score(pid_t pid)
+{
+	char path[64], val[16];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/self/oom_score_adj", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, val, sizeof val - 1);
+	(void)close(fd);
+	if (n <= 0)
+		return;
+	(void)snprintf(path, sizeof path, "/proc/%ld/oom_score_adj",
+	    (long)pid);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return;
+	(void)!write(fd, val, (size_t)n);
+	(void)close(fd);
+}
+
+void
+wsnap_forget(struct worker *w)
+{
+	if (w->snap.pidfd >= 0)
+		(void)close(w->snap.pidfd);
+	w->snap.pidfd = -1;
+	w->snap.pid = w->snap.ns_pid = 0;
+	free(w->snap.threads);
+	w->snap.threads = NULL;
+}
+
+static void
+no_snapshot(struct worker *w, const char *why)
+{
+	wsnap_forget(w);
+	(void)snprintf(w->snap.why, sizeof w->snap.why, "%s", why);
+}
+
+void
+wsnap_on_snapped(struct worker *w, const struct msg_snapped *s)
+{
+	char why[160];
+	pid_t host;
+
+	wsnap_forget(w);
+	if (s->pid == 0) {
+		(void)snprintf(why, sizeof why, "%s", s->error.len > 0 ?
+		    s->error.ptr : "the worker made none");
+		no_snapshot(w, why);
+		return;
+	}
+	host = host_pid_of(w, (pid_t)s->pid);
+	if (host <= 0) {
+		(void)snprintf(why, sizeof why, "snapshot %u is not a child "
+		    "of worker %ld", s->pid, (long)w->wpid);
+		no_snapshot(w, why);
+		return;
+	}
+	w->snap.pidfd = (int)syscall(SYS_pidfd_open, host, 0);
+	if (w->snap.pidfd < 0) {
+		(void)snprintf(why, sizeof why, "pidfd_open(%ld): %s",
+		    (long)host, strerror(errno));
+		no_snapshot(w, why);
+		return;
+	}
+	w->snap.pid = host;
+	w->snap.ns_pid = (pid_t)s->pid;
+	w->snap.cell = s->cell;
+	w->snap.threads = s->threads.len > 0 ? strdup(s->threads.ptr) : NULL;
+	w->snap.why[0] = '\0';
+	lower_oom_score(host);
+}
+
+int
+wsnap_alive(struct worker *w)
+{
+	struct pollfd p;
+
+	if (w->snap.pid <= 0 || w->snap.pidfd < 0)
+		return 0;
+	p.fd = w->snap.pidfd;
+	p.events = POLLIN;
+	p.revents = 0;
+	if (poll(&p, 1, 0) != 0) {
+		/* it died: a cell found and killed it */
+		no_snapshot(w, "the snapshot was killed before it was needed");
+		return 0;
+	}
+	return 1;
+}
+
+pid_t
+wsnap_spare(struct worker *w)
+{
+	return w->snap.pid > 0 && w->cell == w->snap.cell &&
+	    (w->state == WORKER_BUSY || w->state == WORKER_DYING) ?
+	    w->snap.ns_pid : 0;
+}
+
+int
+worker_snapshot(struct worker *w, uint32_t cell)
+{
+	struct msg m;
+
+	if (w->state != WORKER_IDLE) {
+		errno = EBUSY;
+		return -1;
+	}
+	wsnap_forget(w);
+	(void)snprintf(w->snap.why, sizeof w->snap.why, "no answer from "
+	    "the worker");
+	memset(&m, 0, sizeof m);
+	m.type = MSG_SNAP;
+	m.u.snap.cell = cell;
+	return wchan_send(w, &m);
+}
+
+const char *
+worker_snapshot_threads(const struct worker *w)
+{
+	return w->snap.threads;
+}
+
+const char *
+worker_snapshot_why(const struct worker *w)
+{
+	return w->snap.why;
+}
+
+/* One datagram: the message and PROMOTE_NFDS descriptors. */
+static int
+send_promotion(int sock, uint32_t generation, const int *fds)
+{
+	struct promote_msg pm = { PROMOTE_MAGIC, generation };
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(PROMOTE_NFDS * sizeof(int))];
+	} u;
+	struct iovec iov = { &pm, sizeof pm };
+	struct msghdr mh;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&mh, 0, sizeof mh);
+	memset(&u, 0, sizeof u);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.b;
+	mh.msg_controllen = sizeof u.b;
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(PROMOTE_NFDS * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, PROMOTE_NFDS * sizeof(int));
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof pm ? 0 : -1;
+}
+
+/*
+ * The snapshot becomes this worker: new descriptors are made and sent,
+ * the worker adopts its pid and pidfd, and waits for its READY as after
+ * a spawn. The cgroup stays (the snapshot lives in it).
+ */
+int
+worker_promote(struct worker *w)
+{
+	int ours[WSPAWN_NFDS], theirs[WSPAWN_NFDS], give[PROMOTE_NFDS];
+	pid_t pid = w->snap.pid, ns = w->snap.ns_pid;
+	int pidfd = w->snap.pidfd;
+
+	if (w->state != WORKER_DOWN || !wsnap_alive(w) || w->spare < 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	if (wspawn_make_fds(ours, theirs) < 0)
+		goto fail;
+	give[0] = theirs[0], give[1] = theirs[1], give[2] = theirs[2];
+	give[3] = theirs[3], give[4] = theirs[6];
+	if (send_promotion(w->spare, w->generation + 1, give) < 0)
+		goto fail;
+	wspawn_close_fds(theirs, WSPAWN_NFDS);
+	/* no sync byte and no init's status: the snapshot runs already */
+	(void)close(ours[4]);
+	(void)close(ours[5]);
+	ours[4] = ours[5] = -1;
+	w->snap.pidfd = -1;
+	w->snap.pid = w->snap.ns_pid = 0;
+	wworker_adopt(w, ours, pid, ns, pidfd);
+	return 0;
+fail:
+	log_warn("cannot promote snapshot %ld", (long)pid);
+	wspawn_close_fds(ours, WSPAWN_NFDS);
+	wspawn_close_fds(theirs, WSPAWN_NFDS);
+	wsnap_forget(w);
+	return -1;
+}
+
+/*
+ * An adopted worker's wait status and usage, from the jail's init that
+ * reaped it; unknown (status 0, no usage) where the jail cannot say.
+ */
+void
+wsnap_adopted_status(struct worker *w, int *status, struct rusage *ru)
+{
+#ifdef JAIL_MAX_SPARE
+	struct jail_exit e;
+
+	if (jail_exit_status(w->cfg.jail, w->ns_pid, &e) == 0) {
+		*status = e.status;
+		ru->ru_utime.tv_sec = (time_t)(e.cpu_us / 1000000u);
+		ru->ru_utime.tv_usec = (suseconds_t)(e.cpu_us % 1000000u);
+		ru->ru_maxrss = e.maxrss_kb;
+		return;
+	}
+#else
+	(void)w;
+	(void)ru;
+#endif
+	*status = 0;
+}
