@@ -554,6 +554,87 @@ class Bench:
             "wall_s": wall, "rc": rc,
         }
 
+    def t_rollback(self, snapshot, n=5):
+        """SIGKILL -> ready of a C loop's kill, with --snapshot on/off:
+        median of n kills in one run, and whether the namespace stayed."""
+        self.need_agentz()
+        codes = ["keep = 41"]
+        for _ in range(n):
+            codes += ["sum(range(10**11))", "print(keep + 1)"]
+        rc, recs, err, wall = self.agentz_exec(
+            codes, ["--snapshot", snapshot, "--cell-timeout", "1",
+                    "--grace", "0.2"], timeout=30 + 10 * n)
+        ktr = [r["timeout"]["kill_to_ready_ms"] for r in recs
+               if isinstance(r.get("timeout"), dict)
+               and r["timeout"].get("kill_to_ready_ms") is not None]
+        kept = all(r.get("output") == "42\n" for r in recs[2::2])
+        if not ktr:
+            raise RuntimeError(f"rc={rc}, no kill records; {first_line(err)}")
+        return {"med": statistics.median(ktr), "max": max(ktr), "n": len(ktr),
+                "kept": kept and len(recs) == 1 + 2 * n}
+
+    def t_snap_overhead(self, mib, snapshot, n=30):
+        """Median duration of `x = 1` in a namespace of mib MiB."""
+        self.need_agentz()
+        build = (f"big = bytearray({mib} << 20)\n"
+                 f"big[::4096] = b'\\1' * len(range(0, {mib} << 20, 4096))")
+        rc, recs, err, wall = self.agentz_exec(
+            [build] + ["x = 1"] * n,
+            ["--snapshot", snapshot, "--memory-limit", "4G"], timeout=120)
+        durs = [r["duration_us"] for r in recs[1:] if r.get("status") == "ok"]
+        if len(durs) < n // 2:
+            raise RuntimeError(f"rc={rc}; {first_line(err)}")
+        return statistics.median(durs[2:] or durs)
+
+    def run_rollback(self, jr):
+        """Issue 12's table: deadline kill -> ready, namespace kept."""
+        print("Kill -> ready and the namespace (C loop killed at its "
+              "deadline; median of 5)")
+        print(f"  {'':34} {'SIGKILL->ready':>16} {'namespace kept':>16}")
+        for label, snap in (("agentz, snapshot promoted", "always"),
+                            ("agentz, respawn (--snapshot never)", "never")):
+            progress(f"rollback: --snapshot {snap}")
+            try:
+                r = self.t_rollback(snap)
+                print(f"  {label:34} {fmt_ms(r['med']):>16} "
+                      f"{'yes' if r['kept'] else 'no':>16}"
+                      f"   (max {fmt_ms(r['max'])}, n={r['n']})")
+                self.results["rollback_" + snap] = r["med"]
+            except BenchAbort:
+                raise
+            except Exception as e:
+                self.errors.append(f"rollback {snap}: {e!r}")
+                print(f"  {label:34} error: {str(e)[:80]}")
+        if not isinstance(jr, str):
+            jm = statistics.median(jr["restart"])
+            print(f"  {'Jupyter restart_kernel(now=True)':34} "
+                  f"{fmt_ms(jm):>16} {'no':>16}   (restart -> answer)")
+            snap = self.results.get("rollback_always")
+            if snap:
+                print(f"  {'PASS' if jm / snap >= 200 else 'MISS'}  snapshot "
+                      f"promotion vs Jupyter restart: {jm / snap:.0f}x "
+                      f"faster{'':8}target >= 200x")
+        print()
+        print("Overhead per cell of a snapshot (`x = 1`, median duration)")
+        for mib in (10, 1024):
+            vals = {}
+            for snap in ("never", "always"):
+                progress(f"snapshot overhead: {mib} MiB, {snap}")
+                try:
+                    vals[snap] = self.t_snap_overhead(mib, snap)
+                except BenchAbort:
+                    raise
+                except Exception as e:
+                    self.errors.append(f"overhead {mib} {snap}: {e!r}")
+            if len(vals) == 2:
+                print(f"  {mib:>5} MiB namespace: never "
+                      f"{fmt_us(vals['never'])}, always "
+                      f"{fmt_us(vals['always'])} (+"
+                      f"{fmt_us(vals['always'] - vals['never'])} a cell); "
+                      f"auto in exec = never for quick cells, agent cells "
+                      f"= always")
+        print()
+
     def t_jupyter(self):
         """Interrupt latency (while True) and restart-to-answer (stuck in a
         C loop). Returns a dict of figures."""
@@ -761,6 +842,7 @@ class Bench:
         print(f"    {'while True: pass':<30} {az('loop'):<26} {jl}")
         print(f"    {'sum(range(10**11))':<30} {az('cloop'):<26} {jc}")
         print()
+        self.run_rollback(jr)
         # Targets: the kill path (our grace is policy, Jupyter's
         # restart(now=True) kills at once) and the interrupt latency.
         cl, lp = results.get("cloop"), results.get("loop")

@@ -1,0 +1,197 @@
+"""Snapshots: a killed cell rolls the namespace back to before it (issue 12).
+
+Every case runs the real binary through `agentz exec --json --snapshot
+always`: a variable set before the killed cell is still there after it, one
+the killed cell set is not, and the record says so. The attacks on the
+snapshot itself (kill it, write its memory, signal it) run from the cell
+that the snapshot protects.
+"""
+import pytest
+
+from test_hostile import agentz_run, brief
+
+ALWAYS = ["--snapshot", "always", "--cell-timeout", "1", "--grace", "0.5"]
+AFTER = "print(x, 'y' in globals())"
+SNAP_KIDS = ("import os\n"
+             "kids = open('/proc/self/task/%d/children' % os.getpid())"
+             ".read().split()\n")
+SHARED_LEAK = ("import mmap\nmaps = []\n"
+               "for i in range(64):\n"
+               "    m = mmap.mmap(-1, 16 << 20)\n"
+               "    for off in range(0, 16 << 20, 4096):\n"
+               "        m[off] = 1\n"
+               "    maps.append(m)\n")
+
+KILLERS = {
+    "c_loop_timeout": ("sum(range(10**11))", ALWAYS, "timeout"),
+    "sigint_ignored": ("import signal\n"
+                       "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                       "while True:\n    pass", ALWAYS, "timeout"),
+    "memory_ceiling": (SHARED_LEAK, ["--snapshot", "always",
+                                     "--memory-limit", "256M"], "memory"),
+    "os_exit": ("import os\nos._exit(3)", ALWAYS, "crashed"),
+    "sigkill_itself": ("import os\nos.kill(os.getpid(), 9)", ALWAYS,
+                       "crashed"),
+    "segfault": ("import ctypes\nctypes.string_at(0)", ALWAYS, "crashed"),
+    "protocol_garbage": ("import os, time\nos.write(3, b'\\xff' * 64)\n"
+                         "time.sleep(30)", ALWAYS, "protocol"),
+}
+
+
+def rolled_back(rec, n):
+    assert rec["namespace"] == "rolled back to before cell %d" % n, brief(rec)
+    assert rec["snapshot"] == "taken", rec.get("snapshot")
+
+
+@pytest.mark.parametrize("name", sorted(KILLERS))
+def test_each_kill_rolls_the_namespace_back(name):
+    code, args, kind = KILLERS[name]
+    r = agentz_run(["x = 1", "y = 2\n" + code, AFTER], args=args,
+                   timeout=120, expect_rc=1)
+    a, b, c = r.recs
+    assert b["status"] == "error" and b["kind"] == kind, brief(b)
+    rolled_back(b, 1)
+    assert c["status"] == "ok" and c["output"] == "1 False\n", brief(c)
+    # the snapshot is the worker now: a new generation, another process
+    assert c["worker"]["generation"] == a["worker"]["generation"] + 1
+    assert c["worker"]["pid"] != a["worker"]["pid"]
+    assert b["namespace_cells"] == "0" and c["namespace_cells"] == "0,2", \
+        (b["namespace_cells"], c["namespace_cells"])
+    if kind == "timeout":
+        assert b["timeout"]["stage"] == "killed", brief(b)
+        assert "rolled back" in b["detail"], b["detail"]
+
+
+def test_rollbacks_in_a_row_and_the_promoted_worker_snapshots_again():
+    r = agentz_run(["x = 1", "x = 2\nimport os\nos._exit(1)",
+                    "x += 10", "x = 99\nimport os\nos.kill(os.getpid(), 9)",
+                    "print(x)"], args=ALWAYS, timeout=120, expect_rc=1)
+    recs = r.recs
+    rolled_back(recs[1], 1)
+    rolled_back(recs[3], 3)
+    assert recs[4]["output"] == "11\n", brief(recs[4])
+    assert recs[4]["namespace_cells"] == "0,2,4"
+
+
+def test_threads_of_the_old_worker_are_named_as_lost():
+    start = ("import threading, time\n"
+             "t = threading.Thread(target=time.sleep, args=(1000,), "
+             "name='sleeper', daemon=True)\nt.start()\nx = 1")
+    names = ("import threading\n"
+             "print(sorted(t.name for t in threading.enumerate()))")
+    r = agentz_run([start, "y = 2\nimport os\nos._exit(3)", names],
+                   args=ALWAYS, timeout=120, expect_rc=1)
+    a, b, c = r.recs
+    rolled_back(b, 1)
+    assert b["threads_lost"] == ["sleeper"], brief(b)
+    assert c["output"] == "['MainThread']\n", brief(c)
+
+
+def test_a_cell_that_kills_its_snapshot_loses_the_namespace():
+    code = SNAP_KIDS + ("import signal\n"
+                        "for k in kids:\n"
+                        "    os.kill(int(k), signal.SIGKILL)\n"
+                        "y = 2\nos._exit(3)")
+    r = agentz_run(["x = 1", code, "print('x' in globals())"], args=ALWAYS,
+                   timeout=120, expect_rc=1)
+    a, b, c = r.recs
+    assert b["namespace"] == "lost", brief(b)
+    assert "killed" in b["snapshot"], b["snapshot"]
+    assert c["status"] == "ok" and c["output"] == "False\n", brief(c)
+
+
+def test_a_cell_cannot_write_or_trace_its_snapshot():
+    code = SNAP_KIDS + (
+        "import ctypes, errno\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for k in kids:\n"
+        "    try:\n"
+        "        with open('/proc/%s/mem' % k, 'r+b', buffering=0) as f:\n"
+        "            f.seek(4096)\n"
+        "            f.write(b'x')\n"
+        "        print('mem written')\n"
+        "    except OSError as e:\n"
+        "        print('mem', errno.errorcode[e.errno])\n"
+        "    rc = libc.ptrace(16, int(k), None, None)\n"   # PTRACE_ATTACH
+        "    print('ptrace', rc, errno.errorcode.get(ctypes.get_errno()))\n"
+        "y = 2\nos._exit(3)")
+    r = agentz_run(["x = 1", code, AFTER], args=ALWAYS, timeout=120,
+                   expect_rc=1)
+    a, b, c = r.recs
+    out = b["output"]
+    assert "mem written" not in out, out
+    assert "mem EACCES" in out or "mem EPERM" in out, out
+    assert "ptrace -1 EPERM" in out or "ptrace -1 EACCES" in out, out
+    rolled_back(b, 1)
+    assert c["output"] == "1 False\n", brief(c)
+
+
+def test_signals_sent_to_the_snapshot_do_not_reach_the_next_cell():
+    code = SNAP_KIDS + ("import signal\n"
+                        "for k in kids:\n"
+                        "    for s in (signal.SIGINT, signal.SIGTERM, "
+                        "signal.SIGUSR1, signal.SIGHUP, signal.SIGSTOP):\n"
+                        "        os.kill(int(k), s)\n"
+                        "print('signalled', len(kids))\n"
+                        "y = 2\nos._exit(3)")
+    slow = "import time\ntime.sleep(0.3)\n" + AFTER
+    r = agentz_run(["x = 1", code, slow], args=ALWAYS, timeout=120,
+                   expect_rc=1)
+    a, b, c = r.recs
+    assert b["output"] == "signalled 1\n", brief(b)
+    rolled_back(b, 1)
+    assert c["status"] == "ok" and c["output"] == "1 False\n", brief(c)
+
+
+def test_never_loses_the_namespace_as_before():
+    r = agentz_run(["x = 1", "y = 2\nimport os\nos._exit(3)",
+                    "print('x' in globals())"],
+                   args=["--snapshot", "never"], expect_rc=1)
+    a, b, c = r.recs
+    assert b["namespace"] == "lost" and b["snapshot"] == \
+        "none: --snapshot never", brief(b)
+    assert c["output"] == "False\n"
+    assert b["namespace_cells"] == "" and c["namespace_cells"] == "2"
+
+
+def test_strict_sandbox_runs_without_snapshots_and_says_so():
+    r = agentz_run(["x = 1", "y = 2\nimport os\nos._exit(3)",
+                    "print('x' in globals())"],
+                   args=["--snapshot", "always", "--sandbox", "strict"],
+                   expect_rc=1)
+    a, b, c = r.recs
+    assert b["namespace"] == "lost", brief(b)
+    assert "strict" in b["snapshot"], b["snapshot"]
+    assert c["output"] == "False\n"
+
+
+def test_auto_in_exec_skips_quick_cells_and_covers_slow_ones():
+    r = agentz_run(["x = 1", "import time\ntime.sleep(1.1)\nx = 2",
+                    "y = 3\nimport os\nos._exit(3)", AFTER],
+                   args=["--cell-timeout", "30"], expect_rc=1)
+    a, b, c, d = r.recs
+    assert a["snapshot"].startswith("none: --snapshot auto"), a["snapshot"]
+    assert b["snapshot"].startswith("none: --snapshot auto"), b["snapshot"]
+    rolled_back(c, 2)
+    assert d["output"] == "2 False\n", brief(d)
+
+
+def test_a_large_namespace_rolls_back_within_the_memory_ceiling():
+    # 1 GiB built before the cell; the killed cell rewrites every page
+    # (copy-on-write: 2 GiB charged at the end), then spins into its kill.
+    build = ("big = bytearray(1 << 30)\n"
+             "big[::4096] = b'\\1' * len(range(0, 1 << 30, 4096))")
+    rewrite = ("big[::4096] = b'\\2' * len(range(0, 1 << 30, 4096))\n"
+               "sum(range(10**11))")
+    check = "print(big[0], big[-4096], len(big))"
+    r = agentz_run([build, rewrite, check],
+                   args=["--snapshot", "always", "--memory-limit", "3G",
+                         "--cell-timeout", "8", "--grace", "0.5"],
+                   timeout=180, expect_rc=1)
+    a, b, c = r.recs
+    assert a["status"] == "ok", brief(a)
+    assert b["kind"] == "timeout", brief(b)
+    rolled_back(b, 1)
+    assert c["output"] == "1 1 %d\n" % (1 << 30), brief(c)
+    # both copies were charged to the one ceiling, and fit
+    assert b["memory_peak"] is None or b["memory_peak"] >= 2 << 30, brief(b)
