@@ -653,6 +653,68 @@ test_exit_status_after_kill_spare(void **state)
 	assert_int_equal(WTERMSIG(e.status), SIGSEGV);
 }
 
+#define CROWD 70		/* more than the init remembers (64) */
+
+/* 0: forks 1 (exits 3), 2 (SIGSEGV) and CROWD that exit when they read a
+ * byte on pipe 4, then exits itself. */
+static void
+crowd_role(struct fixture *f, int idx)
+{
+	static void (*const acts[3])(char) = { NULL, act_exit3, act_segv };
+	pid_t pid;
+	char c;
+	int i;
+
+	(void)idx;
+	put(f->rep[1], REC_NSPID, 0, (int)getpid(), 0);
+	for (i = 1; i < 3 + CROWD; i++) {
+		if ((pid = fork()) < 0)
+			_exit(122);
+		if (pid == 0 && i < 3)
+			serve(f, i, acts[i]);
+		if (pid == 0)
+			_exit(read(f->ping[4][0], &c, 1) == 1 ? 7 : 123);
+	}
+	_exit(0);
+}
+
+/* The init forgets the oldest: one that ended before CROWD others is
+ * ESRCH, one that ended after them is known. */
+static void
+test_exit_status_forgotten(void **state)
+{
+	struct fixture *f = *state;
+	char bytes[CROWD];
+	struct jail_exit e;
+	pid_t kids[CROWD + 8];
+	long deadline;
+
+	need_jail(state);
+	start(f, crowd_role, 1);
+	await_pids(f, 3, 1);
+	(void)await_event(f, f->host[0], CLD_EXITED, NULL, 0);
+	end_and_await(f, 1);
+	assert_int_equal(jail_exit_status(f->j, f->ns[1], &e), 0);
+
+	memset(bytes, 'g', sizeof bytes);
+	assert_int_equal(write(f->ping[4][1], bytes, sizeof bytes),
+	    (ssize_t)sizeof bytes);
+	/* the crowd reaped: the init's only child left is 2 (polled) */
+	deadline = ms_now() + WAIT_MS;
+	while (contain_children(jail_init_pid(f->j), kids, CROWD + 8) > 1 &&
+	    ms_now() < deadline)
+		(void)sched_yield();
+	assert_int_equal(contain_children(jail_init_pid(f->j), kids,
+	    CROWD + 8), 1);
+	errno = 0;
+	assert_int_equal(jail_exit_status(f->j, f->ns[1], &e), -1);
+	assert_int_equal(errno, ESRCH);
+
+	end_and_await(f, 2);
+	assert_int_equal(jail_exit_status(f->j, f->ns[2], &e), 0);
+	assert_int_equal(WTERMSIG(e.status), SIGSEGV);
+}
+
 static int
 group_setup(void **state)
 {
@@ -675,6 +737,7 @@ main(void)
 		T(test_exit_status_of_reparented),
 		T(test_exit_status_unknown),
 		T(test_exit_status_after_kill_spare),
+		T(test_exit_status_forgotten),
 	};
 
 	return cmocka_run_group_tests_name("jail", tests, group_setup, NULL);
