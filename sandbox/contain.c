@@ -381,14 +381,18 @@ contain_group_new(struct contain *c, unsigned id)
 		return NULL;
 	g->c = c;
 	g->id = id;
-	for (i = 0; i < ncontrollers(c); i++)
-		if (pathf(g->dir[i], "%s/worker-%u", c->base[i], id) < 0 ||
-		    (mkdir(g->dir[i], 0700) < 0 && errno != EEXIST))
+	for (i = 0; i < ncontrollers(c); i++) {
+		if (pathf(g->dir[i], "%s/worker-%u", c->base[i], id) < 0) {
+			g->dir[i][0] = '\0';	/* truncated: not ours */
 			break;
+		}
+		if (mkdir(g->dir[i], 0700) < 0 && errno != EEXIST)
+			break;
+	}
 	if (i == ncontrollers(c) && set_limits(g) == 0)
 		return g;
 	e = errno;
-	(void)remove_dirs(g);
+	(void)remove_dirs(g);	/* only the empty ones go */
 	free(g);
 	errno = e;
 	return NULL;

@@ -122,7 +122,6 @@ struct init_reply {
 	uint32_t seq;
 	int32_t err;		/* 0, or ESRCH, EBUSY, EINVAL */
 	int32_t status;		/* INIT_EXIT: as wait4 gave it */
-	int32_t pad;
 	uint64_t cpu_us;
 	int64_t maxrss_kb;
 };
@@ -1247,7 +1246,8 @@ jail_kill_spare(struct jail *j, const pid_t *spare, size_t n)
 int
 jail_kill(struct jail *j, pid_t spare)
 {
-	return jail_kill_spare(j, &spare, spare > 0 ? 1 : 0);
+	/* 1 is the init, spared anyway: as none (this call's old contract) */
+	return jail_kill_spare(j, &spare, spare > 1 ? 1 : 0);
 }
 
 int

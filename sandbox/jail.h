@@ -92,7 +92,7 @@ int jail_child_worker(const struct jail *j);
  * be exiting on return.
  */
 int jail_kill_spare(struct jail *j, const pid_t *spare, size_t n);
-/* jail_kill_spare of spare alone, or of none when spare is 0. */
+/* jail_kill_spare of spare alone, or of none when spare is 0 (or 1). */
 int jail_kill(struct jail *j, pid_t spare);
 
 /* A process of the jail that has ended, as its init reaped it. */
