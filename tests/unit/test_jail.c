@@ -301,8 +301,11 @@ pidns_of(long pid, char *out, size_t len)
 	out[n > 0 ? n : 0] = '\0';
 }
 
-/* The processes of the jail's namespace but those in keep (n), counted
- * from the host's /proc. */
+/* The processes of the jail's namespace but its init and those in keep
+ * (n >= 1), counted from the host's /proc. The namespace is read from
+ * keep[0] (the init is not dumpable: a plain user cannot read its link;
+ * links we cannot read are of processes that are not ours, so not the
+ * jail's). */
 static int
 others_in_jail(const struct fixture *f, const pid_t *keep, int n)
 {
@@ -313,7 +316,8 @@ others_in_jail(const struct fixture *f, const pid_t *keep, int n)
 	int i, count = 0;
 
 	assert_non_null(d);
-	pidns_of(jail_init_pid(f->j), ns, sizeof ns);
+	pidns_of(keep[0], ns, sizeof ns);
+	assert_true(ns[0] != '\0');
 	while ((de = readdir(d)) != NULL) {
 		pid = strtol(de->d_name, NULL, 10);
 		if (pid <= 0 || pid == (long)jail_init_pid(f->j))
@@ -323,7 +327,7 @@ others_in_jail(const struct fixture *f, const pid_t *keep, int n)
 		if (i < n)
 			continue;
 		pidns_of(pid, that, sizeof that);
-		count += strcmp(that, ns) == 0;
+		count += that[0] != '\0' && strcmp(that, ns) == 0;
 	}
 	(void)closedir(d);
 	return count;
