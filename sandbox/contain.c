@@ -5,9 +5,12 @@
  * cgroup v2 follows systemd's delegation pattern: the supervisor moves
  * itself into a leaf "supervisor" of its own cgroup, enables the memory
  * and pids controllers for the subtree and creates one "worker-N" per
- * worker generation. cgroup v1 (what this kind of machine has) uses one
+ * worker. cgroup v1 (what this kind of machine has) uses one
  * agentz-<pid>/worker-N directory per controller: memory, pids and freezer
  * (freeze, SIGKILL every task, thaw: nothing can fork during the kill).
+ * A worker's groups are a struct contain_group; contain_prepare and the
+ * calls after it keep one current group for callers of one worker. A
+ * group freed while its tasks are still exiting waits on a list.
  */
 #include "sandbox/contain.h"
 
@@ -25,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -35,12 +39,23 @@ enum { V1_MEMORY, V1_PIDS, V1_FREEZER, V1_COUNT };
 
 static const char *const v1_names[V1_COUNT] = { "memory", "pids", "freezer" };
 
+/*
+ * One worker's groups: worker-<id> under each controller's base (v2: one
+ * directory). A directory already removed is "".
+ */
+struct contain_group {
+	struct contain *c;
+	unsigned id;
+	char dir[V1_COUNT][PATH_LEN];
+	struct contain_group *next;	/* on c->dying */
+};
+
 struct contain {
 	struct contain_limits lim;
 	enum cg_kind kind;
 	char base[V1_COUNT][PATH_LEN];	/* v1: per controller; v2: [0] */
-	char cur[V1_COUNT][PATH_LEN];	/* current generation's groups */
-	int have_cur;
+	struct contain_group *cur;	/* contain_prepare's, or NULL */
+	struct contain_group *dying;	/* freed, tasks were still there */
 	int pidns;
 	char mech[160];
 };
@@ -290,16 +305,17 @@ write_num(const char *dir, const char *name, unsigned long long v)
 }
 
 /*
- * The limits of the current generation. v1: memory+swap gets the same
- * value as memory, so the ceiling cannot swap; v2: no swap at all, and an
- * OOM kills the whole group.
+ * A group's limits. v1: memory+swap gets the same value as memory, so the
+ * ceiling cannot swap; v2: no swap at all, and an OOM kills the whole
+ * group (contain_group_oom_group turns that off).
  */
 static int
-set_limits(struct contain *c)
+set_limits(struct contain_group *g)
 {
+	const struct contain *c = g->c;
 	int v1 = c->kind == CG_V1;
-	const char *mem = c->cur[v1 ? V1_MEMORY : 0];
-	const char *pids = c->cur[v1 ? V1_PIDS : 0];
+	const char *mem = g->dir[v1 ? V1_MEMORY : 0];
+	const char *pids = g->dir[v1 ? V1_PIDS : 0];
 
 	if (c->lim.memory > 0) {
 		if (write_num(mem, v1 ? "memory.limit_in_bytes" : "memory.max",
@@ -315,34 +331,80 @@ set_limits(struct contain *c)
 	return 0;
 }
 
-int
-contain_prepare(struct contain *c, unsigned generation)
+/* rmdir of every directory left; 0 once all are gone. A group with
+ * tasks refuses (EBUSY) until the last one has exited. */
+static int
+remove_dirs(struct contain_group *g)
 {
-	int i;
+	int i, left = 0;
 
-	c->have_cur = 0;
-	for (i = 0; i < ncontrollers(c); i++) {
-		if (pathf(c->cur[i], "%s/worker-%u", c->base[i],
-		    generation) < 0)
-			return -1;
-		if (mkdir(c->cur[i], 0700) < 0 && errno != EEXIST)
-			return -1;
+	for (i = 0; i < ncontrollers(g->c); i++) {
+		if (g->dir[i][0] == '\0')
+			continue;
+		if (rmdir(g->dir[i]) == 0 || errno == ENOENT)
+			g->dir[i][0] = '\0';
+		else
+			left++;
 	}
-	if (ncontrollers(c) == 0)
-		return 0;
-	c->have_cur = 1;
-	return set_limits(c);
+	return left == 0 ? 0 : -1;
+}
+
+/* Retries the groups freed while their tasks were still exiting; the
+ * one of id `take` (about to be made again) is dropped from the list. */
+static void
+retry_dying(struct contain *c, int take, unsigned id)
+{
+	struct contain_group **pp = &c->dying, *g;
+
+	while ((g = *pp) != NULL) {
+		if ((take && g->id == id) || remove_dirs(g) == 0) {
+			*pp = g->next;
+			free(g);
+		} else {
+			pp = &g->next;
+		}
+	}
+}
+
+struct contain_group *
+contain_group_new(struct contain *c, unsigned id)
+{
+	struct contain_group *g;
+	int i, e;
+
+	if (ncontrollers(c) == 0) {
+		errno = ENOTSUP;
+		return NULL;
+	}
+	retry_dying(c, 1, id);
+	if ((g = calloc(1, sizeof *g)) == NULL)
+		return NULL;
+	g->c = c;
+	g->id = id;
+	for (i = 0; i < ncontrollers(c); i++) {
+		if (pathf(g->dir[i], "%s/worker-%u", c->base[i], id) < 0) {
+			g->dir[i][0] = '\0';	/* truncated: not ours */
+			break;
+		}
+		if (mkdir(g->dir[i], 0700) < 0 && errno != EEXIST)
+			break;
+	}
+	if (i == ncontrollers(c) && set_limits(g) == 0)
+		return g;
+	e = errno;
+	(void)remove_dirs(g);	/* only the empty ones go */
+	free(g);
+	errno = e;
+	return NULL;
 }
 
 int
-contain_attach(struct contain *c, pid_t pid)
+contain_group_attach(struct contain_group *g, pid_t pid)
 {
 	int i;
 
-	if (!c->have_cur)
-		return 0;
-	for (i = 0; i < ncontrollers(c); i++)
-		if (write_num(c->cur[i], "cgroup.procs",
+	for (i = 0; i < ncontrollers(g->c); i++)
+		if (write_num(g->dir[i], "cgroup.procs",
 		    (unsigned long long)pid) < 0)
 			return -1;
 	return 0;
@@ -369,18 +431,16 @@ kill_procs(const char *dir)
 }
 
 int
-contain_kill(struct contain *c)
+contain_group_kill(struct contain_group *g)
 {
 	const char *fz;
 	char state[32];
 	int i, rc;
 
-	if (!c->have_cur)
-		return 0;
-	if (c->kind == CG_V2)
-		return write_file(c->cur[0], "cgroup.kill", "1") < 0 ?
-		    (kill_procs(c->cur[0]) < 0 ? -1 : 0) : 0;
-	fz = c->cur[V1_FREEZER];
+	if (g->c->kind == CG_V2)
+		return write_file(g->dir[0], "cgroup.kill", "1") < 0 ?
+		    (kill_procs(g->dir[0]) < 0 ? -1 : 0) : 0;
+	fz = g->dir[V1_FREEZER];
 	(void)write_file(fz, "freezer.state", "FROZEN");
 	/* FREEZING settles in microseconds; bounded so a stuck task
 	 * cannot hold us (SIGKILL reaches frozen tasks once thawed). */
@@ -388,54 +448,134 @@ contain_kill(struct contain *c)
 		if (read_file(fz, "freezer.state", state, sizeof state) < 0 ||
 		    strncmp(state, "FROZEN", 6) == 0)
 			break;
-	rc = kill_procs(c->cur[V1_MEMORY]);
+	rc = kill_procs(g->dir[V1_MEMORY]);
 	(void)kill_procs(fz);
 	(void)write_file(fz, "freezer.state", "THAWED");
 	return rc < 0 ? -1 : 0;
 }
 
 void
-contain_stats(struct contain *c, struct contain_stats *st)
+contain_group_stats(struct contain_group *g, struct contain_stats *st)
 {
 	memset(st, 0, sizeof *st);
-	if (!c->have_cur)
-		return;
-	if (c->kind == CG_V1) {
-		st->memory_peak = read_u64(c->cur[V1_MEMORY],
+	if (g->c->kind == CG_V1) {
+		st->memory_peak = read_u64(g->dir[V1_MEMORY],
 		    "memory.max_usage_in_bytes", NULL);
-		st->oom_kills = read_u64(c->cur[V1_MEMORY], "memory.oom_control",
-		    "oom_kill ");
+		st->oom_kills = read_u64(g->dir[V1_MEMORY],
+		    "memory.oom_control", "oom_kill ");
 	} else {
-		st->memory_peak = read_u64(c->cur[0], "memory.peak", NULL);
-		st->oom_kills = read_u64(c->cur[0], "memory.events",
+		st->memory_peak = read_u64(g->dir[0], "memory.peak", NULL);
+		st->oom_kills = read_u64(g->dir[0], "memory.events",
 		    "oom_kill ");
-		st->cpu_ns = read_u64(c->cur[0], "cpu.stat", "usage_usec ") *
+		st->cpu_ns = read_u64(g->dir[0], "cpu.stat", "usage_usec ") *
 		    1000u;
 	}
 }
 
-/* Is the current generation's group empty (no task left to kill)? */
+int
+contain_group_oom_group(struct contain_group *g, int on)
+{
+	if (g->c->kind != CG_V2)
+		return 0;
+	return write_file(g->dir[0], "memory.oom.group", on ? "1" : "0");
+}
+
+void
+contain_group_free(struct contain_group *g)
+{
+	if (g == NULL)
+		return;
+	if (g->c->cur == g)
+		g->c->cur = NULL;
+	if (remove_dirs(g) == 0) {
+		free(g);
+		return;
+	}
+	g->next = g->c->dying;
+	g->c->dying = g;
+}
+
+/* Is the group empty (no task left to kill)? */
 static int
-group_empty(struct contain *c)
+group_empty(const struct contain_group *g)
 {
 	char buf[64];
 
-	return read_file(c->cur[0], "cgroup.procs", buf, sizeof buf) == 0 &&
+	return read_file(g->dir[0], "cgroup.procs", buf, sizeof buf) == 0 &&
 	    buf[0] == '\0';
+}
+
+/* --- the current group (one worker at a time) -------------------------- */
+
+int
+contain_prepare(struct contain *c, unsigned generation)
+{
+	contain_group_free(c->cur);
+	if (ncontrollers(c) == 0)
+		return 0;
+	c->cur = contain_group_new(c, generation);
+	return c->cur != NULL ? 0 : -1;
+}
+
+int
+contain_attach(struct contain *c, pid_t pid)
+{
+	return c->cur != NULL ? contain_group_attach(c->cur, pid) : 0;
+}
+
+int
+contain_kill(struct contain *c)
+{
+	return c->cur != NULL ? contain_group_kill(c->cur) : 0;
+}
+
+void
+contain_stats(struct contain *c, struct contain_stats *st)
+{
+	if (c->cur != NULL)
+		contain_group_stats(c->cur, st);
+	else
+		memset(st, 0, sizeof *st);
 }
 
 void
 contain_release(struct contain *c)
 {
+	if (c->cur == NULL)
+		return;
+	if (!group_empty(c->cur))
+		(void)contain_group_kill(c->cur);
+	contain_group_free(c->cur);
+}
+
+/*
+ * The groups still on the dying list at the end of the run: their tasks
+ * are killed, then each gets up to FREE_WAIT_MS to empty (a task that is
+ * exiting, e.g. unmapping a large heap, keeps its group busy until it is
+ * done; its parent need not have reaped it). What is left after that
+ * stays for sweep_stale of a later run.
+ */
+#define FREE_WAIT_MS 2000
+
+static void
+drain_dying(struct contain *c)
+{
+	const struct timespec ms = { 0, 1000000 };
+	struct contain_group *g;
 	int i;
 
-	if (!c->have_cur)
-		return;
-	if (!group_empty(c))
-		(void)contain_kill(c);
-	for (i = 0; i < ncontrollers(c); i++)
-		(void)rmdir(c->cur[i]);	/* EBUSY until the last task is gone */
-	c->have_cur = 0;
+	for (g = c->dying; g != NULL; g = g->next)
+		if (g->dir[0][0] != '\0' && !group_empty(g))
+			(void)contain_group_kill(g);
+	for (i = 0; i < FREE_WAIT_MS && c->dying != NULL; i++) {
+		retry_dying(c, 0, 0);
+		if (c->dying != NULL)
+			(void)nanosleep(&ms, NULL);
+	}
+	while ((g = c->dying) != NULL) {
+		c->dying = g->next;
+		free(g);
+	}
 }
 
 void
@@ -446,6 +586,7 @@ contain_free(struct contain *c)
 	if (c == NULL)
 		return;
 	contain_release(c);
+	drain_dying(c);
 	if (c->kind == CG_V1)
 		for (i = 0; i < V1_COUNT; i++)
 			(void)rmdir(c->base[i]);

@@ -3,7 +3,7 @@
  * supervisor's side (the worker's own seccomp is sandbox/seccomp.h).
  *
  * Mechanisms, used where the machine permits:
- *  - a cgroup per worker generation: cgroup v2 (memory.max,
+ *  - a cgroup per worker: cgroup v2 (memory.max,
  *    memory.swap.max=0, memory.oom.group, pids.max, cgroup.kill) or v1
  *    (memory.limit_in_bytes + memsw, pids.max, freezer for an atomic kill);
  *  - a PID namespace (wspawn.c clones the worker into one when allowed);
@@ -38,18 +38,68 @@ struct contain_stats {
  * mechanisms list says what is active. NULL only on ENOMEM.
  */
 struct contain *contain_new(const struct contain_limits *lim);
-/* Kills what is left, removes the cgroups. Accepts NULL. */
+/* Kills what is left in the current group and in groups freed while
+ * busy, waits a bounded time for them to empty and removes the run's
+ * cgroups. Accepts NULL. */
 void contain_free(struct contain *c);
 
-/* Creates the cgroup for a new worker generation (before the fork). */
+/*
+ * Per-worker groups, so that two workers (the current one and a warm
+ * standby, or a dying one and its successor) are contained, killed,
+ * measured and removed independently. A group is worker-<id> under the
+ * run's cgroup (one directory per v1 controller: memory, pids, freezer),
+ * with the run's limits each; ids must differ between live groups.
+ */
+struct contain_group;
+
+/*
+ * Creates worker-<id> with the run's limits (an existing one is reused;
+ * a freed one of that id still waiting for its tasks becomes this one).
+ * Retries first the removal of groups freed while busy. NULL with errno:
+ * ENOTSUP when the run has no cgroups, else what creation failed with.
+ */
+struct contain_group *contain_group_new(struct contain *c, unsigned id);
+/* Moves pid into the group (before it execs). 0, or -1 with errno. */
+int contain_group_attach(struct contain_group *g, pid_t pid);
+/*
+ * SIGKILLs every task of the group, atomically where the machine permits:
+ * v2 cgroup.kill (else each listed pid), v1 freeze, kill, thaw (nothing
+ * forks meanwhile). The tasks may still be exiting on return. 0, or -1
+ * with errno when the group's tasks cannot be listed.
+ */
+int contain_group_kill(struct contain_group *g);
+/* Reads the group's accounting (fields it cannot read are 0). */
+void contain_group_stats(struct contain_group *g, struct contain_stats *st);
+/*
+ * v2: whether an OOM kill takes the whole group (memory.oom.group; on
+ * by default when there is a memory ceiling). Off while a snapshot must
+ * survive the OOM kill of its worker. v1 has no such switch: 0, nothing
+ * done. 0, or -1 with errno.
+ */
+int contain_group_oom_group(struct contain_group *g, int on);
+/*
+ * Forgets the group and removes its directories once empty. Kills
+ * nothing: while tasks are still there (still exiting), contain keeps it
+ * and retries at the next contain_group_new and at contain_free (which
+ * kills what is left then). Accepts NULL.
+ */
+void contain_group_free(struct contain_group *g);
+
+/*
+ * The current group: one worker at a time, over the calls above.
+ * contain_prepare creates worker-<generation> (before the fork) and
+ * frees the previous current group; with no cgroups it and the others
+ * do nothing and succeed.
+ */
 int contain_prepare(struct contain *c, unsigned generation);
-/* Moves pid into the current generation's cgroup (before it execs). */
+/* Moves pid into the current group (before it execs). */
 int contain_attach(struct contain *c, pid_t pid);
-/* SIGKILLs every task of the current generation's cgroup. */
+/* SIGKILLs every task of the current group. */
 int contain_kill(struct contain *c);
-/* Reads the current generation's accounting. */
+/* Reads the current group's accounting; zeros without one. */
 void contain_stats(struct contain *c, struct contain_stats *st);
-/* Removes the current generation's cgroup once it is empty. */
+/* Kills what is left in the current group and frees it (removed once
+ * empty); there is no current group after. */
 void contain_release(struct contain *c);
 
 /* Which mechanisms are active, e.g. "cgroup-v1,pid-namespace,subreaper". */

@@ -31,12 +31,14 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/path.h"
@@ -84,7 +86,8 @@ struct jail {
 	pid_t init;
 	int pidfd;		/* the init's */
 	int ns[5];		/* user, mnt, pid, ipc, uts (user: -1 as root) */
-	int cmd;		/* to the init: kill requests */
+	int cmd;		/* to the init: requests (struct kill_req) */
+	uint32_t seq;		/* of the last request */
 	int slot_fd;		/* holds the uid slot */
 	int userns;
 	uid_t wuid;		/* the worker's ids (as root) */
@@ -101,8 +104,41 @@ struct init_status {
 	int err;
 };
 
+/*
+ * A request to the init (one SOCK_SEQPACKET message) and its answer. seq
+ * pairs them: an answer that comes after its caller gave up is skipped
+ * by the next caller, never taken for its own.
+ */
+enum init_op { INIT_KILL = 1, INIT_EXIT = 2 };
+
 struct kill_req {
-	int32_t spare;
+	int32_t op;		/* enum init_op */
+	uint32_t seq;
+	int32_t n;		/* INIT_KILL: how many pids are spared */
+	int32_t pid[JAIL_MAX_SPARE];	/* the spared; INIT_EXIT: [0] */
+};
+
+struct init_reply {
+	uint32_t seq;
+	int32_t err;		/* 0, or ESRCH, EBUSY, EINVAL */
+	int32_t status;		/* INIT_EXIT: as wait4 gave it */
+	uint64_t cpu_us;
+	int64_t maxrss_kb;
+};
+
+/* What the init reaped last: a ring, the oldest overwritten. */
+#define REAPED_MAX 64
+
+struct reaped {
+	pid_t pid;		/* 0 = an empty slot */
+	int status;
+	uint64_t cpu_us;
+	long maxrss_kb;
+};
+
+struct reaped_log {
+	struct reaped r[REAPED_MAX];
+	unsigned next;
 };
 
 /* --- plan (supervisor side; may allocate) ---------------------------- */
@@ -549,52 +585,139 @@ report(int fd, int op, int err)
 	(void)!write(fd, &s, sizeof s);
 }
 
-/* Every pid in this namespace's /proc but 1 and spare gets sig; raw
- * getdents64, since malloc may be unusable in this clone child. */
+static int
+spared(const int32_t *spare, int n, long pid)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (spare[i] == pid)
+			return 1;
+	return 0;
+}
+
+/* Every pid in this namespace's /proc but 1 and the n spared gets sig;
+ * raw getdents64, since malloc may be unusable in this clone child. */
 static void
-signal_others(pid_t spare, int sig)
+signal_others(const int32_t *spare, int n, int sig)
 {
 	char buf[8192];
-	long n, off, pid;
+	long len, off, pid;
 	int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
 		return;
-	while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
-		for (off = 0; off < n; ) {
+	while ((len = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+		for (off = 0; off < len; ) {
 			/* struct linux_dirent64: ino 8, off 8, reclen 2,
 			 * type 1, name */
 			unsigned short reclen;
 
 			memcpy(&reclen, buf + off + 16, sizeof reclen);
 			pid = strtol(buf + off + 19, NULL, 10);
-			if (pid > 1 && pid != spare)
+			if (pid > 1 && !spared(spare, n, pid))
 				(void)kill((pid_t)pid, sig);
 			off += reclen;
 		}
 	(void)close(fd);
 }
 
-/* Everything in the namespace but us and spare: stopped first (no fork
- * meanwhile), then killed, then spare goes on. */
+/* Everything in the namespace but us and the n spared: stopped first (a
+ * pending SIGSTOP also fails a fork in progress, so nothing forks
+ * meanwhile), then killed, then the spared go on (SIGCONT also undoes a
+ * stop someone else sent them). */
 static void
-kill_all(pid_t spare)
+kill_all(const int32_t *spare, int n)
 {
-	if (spare <= 0) {
+	int i;
+
+	if (n == 0) {
 		(void)kill(-1, SIGKILL);
 		return;
 	}
 	(void)kill(-1, SIGSTOP);
-	signal_others(spare, SIGKILL);
-	(void)kill(spare, SIGCONT);
+	signal_others(spare, n, SIGKILL);
+	for (i = 0; i < n; i++)
+		(void)kill((pid_t)spare[i], SIGCONT);
+}
+
+/* Reaps every child that has ended (orphans of the namespace come to
+ * us), keeping its status and usage. */
+static void
+reap_all(struct reaped_log *log)
+{
+	struct reaped *r;
+	struct rusage ru;
+	int status;
+	pid_t pid;
+
+	while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
+		r = &log->r[log->next++ % REAPED_MAX];
+		r->pid = pid;
+		r->status = status;
+		r->cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+		    1000000u + (uint64_t)(ru.ru_utime.tv_usec +
+		    ru.ru_stime.tv_usec);
+		r->maxrss_kb = ru.ru_maxrss;
+	}
+}
+
+/*
+ * How pid ended. Our zombies are reaped first; a pid that is still in
+ * use (alive, or a zombie of another parent) is EBUSY, even when an
+ * earlier process of that number is in the log: the newest entry of a
+ * pid no process holds is the answer.
+ */
+static void
+answer_exit(struct reaped_log *log, pid_t pid, struct init_reply *rep)
+{
+	const struct reaped *r;
+	unsigned i;
+
+	reap_all(log);
+	if (pid <= 1) {
+		rep->err = EINVAL;
+		return;
+	}
+	if (kill(pid, 0) == 0 || errno == EPERM) {
+		rep->err = EBUSY;
+		return;
+	}
+	rep->err = ESRCH;
+	for (i = 1; i <= REAPED_MAX; i++) {
+		r = &log->r[(log->next - i) % REAPED_MAX];
+		if (r->pid != pid)
+			continue;
+		rep->err = 0;
+		rep->status = r->status;
+		rep->cpu_us = r->cpu_us;
+		rep->maxrss_kb = r->maxrss_kb;
+		return;
+	}
+}
+
+static void
+answer(struct reaped_log *log, const struct kill_req *req,
+    struct init_reply *rep)
+{
+	memset(rep, 0, sizeof *rep);
+	rep->seq = req->seq;
+	if (req->op == INIT_KILL && req->n >= 0 && req->n <= JAIL_MAX_SPARE)
+		kill_all(req->pid, req->n);
+	else if (req->op == INIT_EXIT)
+		answer_exit(log, (pid_t)req->pid[0], rep);
+	else
+		rep->err = EINVAL;
 }
 
 static _Noreturn void
 init_loop(int cmd)
 {
+	static struct reaped_log done;
 	struct signalfd_siginfo si;
 	struct pollfd pf[2];
 	struct kill_req req;
+	struct init_reply rep;
 	sigset_t set;
 	ssize_t n;
 
@@ -608,8 +731,7 @@ init_loop(int cmd)
 			continue;
 		while (pf[1].fd >= 0 && read(pf[1].fd, &si, sizeof si) > 0)
 			;
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;
+		reap_all(&done);
 		if (!(pf[0].revents & (POLLIN | POLLHUP)))
 			continue;
 		n = read(cmd, &req, sizeof req);
@@ -617,8 +739,8 @@ init_loop(int cmd)
 			(void)kill(-1, SIGKILL);
 			_exit(0);
 		}
-		kill_all(req.spare);
-		(void)!write(cmd, "k", 1);
+		answer(&done, &req, &rep);
+		(void)!send(cmd, &rep, sizeof rep, MSG_NOSIGNAL);
 	}
 }
 
@@ -1049,20 +1171,107 @@ jail_workspace(const struct jail *j)
 	return j != NULL ? j->workspace : NULL;
 }
 
-int
-jail_kill(struct jail *j, pid_t spare)
+static long
+now_ms(void)
 {
-	struct kill_req req = { (int32_t)spare };
-	char ack;
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One request to the init and its answer, within KILL_WAIT_MS. */
+static int
+ask_init(struct jail *j, struct kill_req *req, struct init_reply *rep)
+{
+	long deadline = now_ms() + KILL_WAIT_MS, left;
+	ssize_t n;
 
 	if (!jail_active(j) || j->cmd < 0) {
 		errno = ESRCH;
 		return -1;
 	}
-	if (write(j->cmd, &req, sizeof req) != (ssize_t)sizeof req ||
-	    wait_readable(j->cmd, KILL_WAIT_MS) < 0 ||
-	    read(j->cmd, &ack, 1) != 1)
+	req->seq = ++j->seq;
+	if (send(j->cmd, req, sizeof *req, MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof *req)
 		return -1;
+	for (;;) {
+		left = deadline - now_ms();
+		if (wait_readable(j->cmd, left > 0 ? (int)left : 0) < 0)
+			return -1;
+		n = recv(j->cmd, rep, sizeof *rep, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = ESRCH;	/* the init is gone */
+			return -1;
+		}
+		/* an answer to an earlier request that timed out: skip */
+		if (n == (ssize_t)sizeof *rep && rep->seq == req->seq)
+			return 0;
+	}
+}
+
+int
+jail_kill_spare(struct jail *j, const pid_t *spare, size_t n)
+{
+	struct kill_req req;
+	struct init_reply rep;
+	size_t i;
+
+	if (n > JAIL_MAX_SPARE || (n > 0 && spare == NULL)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&req, 0, sizeof req);
+	req.op = INIT_KILL;
+	req.n = (int32_t)n;
+	for (i = 0; i < n; i++) {
+		if (spare[i] <= 1) {
+			errno = EINVAL;
+			return -1;
+		}
+		req.pid[i] = (int32_t)spare[i];
+	}
+	if (ask_init(j, &req, &rep) < 0)
+		return -1;
+	if (rep.err != 0) {
+		errno = rep.err;
+		return -1;
+	}
+	return 0;
+}
+
+int
+jail_kill(struct jail *j, pid_t spare)
+{
+	/* 1 is the init, spared anyway: as none (this call's old contract) */
+	return jail_kill_spare(j, &spare, spare > 1 ? 1 : 0);
+}
+
+int
+jail_exit_status(struct jail *j, pid_t nspid, struct jail_exit *out)
+{
+	struct kill_req req;
+	struct init_reply rep;
+
+	if (nspid <= 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&req, 0, sizeof req);
+	req.op = INIT_EXIT;
+	req.pid[0] = (int32_t)nspid;
+	if (ask_init(j, &req, &rep) < 0)
+		return -1;
+	if (rep.err != 0) {
+		errno = rep.err;
+		return -1;
+	}
+	out->status = rep.status;
+	out->cpu_us = rep.cpu_us;
+	out->maxrss_kb = (long)rep.maxrss_kb;
 	return 0;
 }
 

@@ -13,8 +13,10 @@
  * takes its identity and Landlock domain (jail_child_worker) and execs.
  *
  * The init kills on request: everything in the namespace, or everything
- * but one process (stopped first, so nothing forks meanwhile). Nothing a
- * cell can reach takes part in that.
+ * but a few processes (stopped first, so nothing forks meanwhile). It
+ * reaps every orphan of the namespace and remembers how the last ones
+ * ended, for the supervisor to ask about a process that is not its
+ * child. Nothing a cell can reach takes part in that.
  *
  * Functions return -1 with errno and never log; jail_new explains a
  * failure in err.
@@ -74,11 +76,44 @@ int jail_child_enter(const struct jail *j);
  */
 int jail_child_worker(const struct jail *j);
 
+/* How many processes one kill may spare. */
+#define JAIL_MAX_SPARE 4
+
 /*
- * SIGKILLs every process of the jail but its init and `spare` (a pid as
- * the jail sees it; 0 = none). Returns when the init has done it (bounded
- * wait), 0, or -1 with errno (the jail is gone or did not answer).
+ * SIGKILLs every process of the jail but its init and the n pids of
+ * spare (pids as the jail sees them, each > 1; n <= JAIL_MAX_SPARE, 0 =
+ * all but the init). With n > 0 everything is stopped first (nothing
+ * forks meanwhile), the others are killed, then the spared are
+ * continued: SIGCONT, which also undoes a stop someone else sent them. A
+ * spared pid that does not exist is no error. Returns when the init has
+ * done it (bounded wait): 0, or -1 with errno: EINVAL (n or a pid out of
+ * range), ESRCH (the jail is inactive or its init is gone), ETIMEDOUT
+ * (the init did not answer), or the socket's error. The killed may still
+ * be exiting on return.
  */
+int jail_kill_spare(struct jail *j, const pid_t *spare, size_t n);
+/* jail_kill_spare of spare alone, or of none when spare is 0 (or 1). */
 int jail_kill(struct jail *j, pid_t spare);
+
+/* A process of the jail that has ended, as its init reaped it. */
+struct jail_exit {
+	int status;		/* as wait(2) gives it: WIFEXITED, ... */
+	uint64_t cpu_us;	/* user + system, its reaped children's too */
+	long maxrss_kb;		/* peak RSS */
+};
+
+/*
+ * How nspid (a pid as the jail sees it) ended, for a process the init
+ * reaped: one whose parent died before it (e.g. a snapshot promoted to
+ * be the worker) is the init's child. The init keeps the last 64 it
+ * reaped; a zombie child of the init is reaped by the query. Ask once
+ * the process is known to be gone (its pidfd polls readable): a pid is
+ * only a number, and a new process of that number makes the answer
+ * EBUSY. 0 and *out, or -1 with errno: ESRCH (never reaped by the init,
+ * or forgotten since), EBUSY (a process of that pid is alive, or a
+ * zombie its parent has not reaped), EINVAL (nspid <= 1), or as
+ * jail_kill_spare (inactive jail, no answer).
+ */
+int jail_exit_status(struct jail *j, pid_t nspid, struct jail_exit *out);
 
 #endif
