@@ -89,9 +89,10 @@ bar(FILE *f, const struct rcell *c)
 		html_raw(f, ", namespace ");
 		html_str(f, c->ns);
 	}
-	html_fmt(f, "\"><span class=\"num\">%lld</span>", c->n);
+	html_fmt(f, "\"><span class=\"num\">%lld</span><span class=\"marks\">",
+	    c->n);
 	marks(f, c);
-	html_raw(f, "</a>\n");
+	html_raw(f, "</span></a>\n");
 }
 
 static const char legend[] =
@@ -162,16 +163,16 @@ namespace(FILE *f, const struct rcell *c)
 static void
 row(FILE *f, const struct rcell *c)
 {
-	html_fmt(f, "<tr class=\"");
-	cell_classes(f, c);
-	html_fmt(f, "\"><td><a href=\"#cell-%lld\">%lld</a>", c->n, c->n);
+	html_fmt(f, "<tr><td><a href=\"#cell-%lld\">%lld</a>", c->n, c->n);
 	marks(f, c);
 	html_raw(f, "</td><td>");
 	html_str(f, c->summary);
 	if (c->repair_of >= 0)
 		html_fmt(f, " <span class=\"tag\">repair of cell %lld</span>",
 		    c->repair_of);
-	html_raw(f, "</td><td><span class=\"badge\">");
+	html_raw(f, "</td><td><span class=\"badge ");
+	cell_classes(f, c);
+	html_raw(f, "\">");
 	cell_state(f, c);
 	html_raw(f, "</span></td><td class=\"n\">");
 	html_dur(f, c->duration);
@@ -289,19 +290,27 @@ summary_line(FILE *f, const struct rcell *c)
 	html_raw(f, "</summary>\n");
 }
 
+static int
+failed(const struct rcell *c)
+{
+	return c->out.lineno == 0 || c->status == NULL ||
+	    (strcmp(c->status, "ok") != 0 && strcmp(c->status, "exited") != 0);
+}
+
 static void
 detail(const struct report *r, const struct rcell *c)
 {
 	json_t *in = report_reread(r, &c->in);
 	json_t *out = report_reread(r, &c->out);
 
+	/* a failed cell is what the reader looks for: open */
 	html_fmt(r->out, "<details class=\"cell\" id=\"cell-%lld\" "
-	    "data-cell=\"%lld\">", c->n, c->n);
+	    "data-cell=\"%lld\"%s>", c->n, c->n, failed(c) ? " open" : "");
 	summary_line(r->out, c);
 	html_raw(r->out, "<div class=\"body\">");
 	meta(r->out, c, out);
 	if (c->ns != NULL) {
-		html_raw(r->out, "<p>namespace: ");
+		html_raw(r->out, "<p class=\"meta\">namespace: ");
 		namespace(r->out, c);
 		html_raw(r->out, "</p>\n");
 	}

@@ -132,11 +132,17 @@ on_input(struct report *r, const json_t *rec, const struct rline *at)
 	}
 }
 
+/* Killed: the deadline ladder's last stage, the memory ceiling, a death
+ * (a timeout that only interrupted the cell kept its worker). */
 static int
-is_kill(const char *kind)
+is_kill(const struct rcell *c, const json_t *rec)
 {
-	return kind != NULL && (strcmp(kind, "timeout") == 0 ||
-	    strcmp(kind, "memory") == 0 || strcmp(kind, "crashed") == 0);
+	const char *k = c->kind != NULL ? c->kind : "";
+
+	return strcmp(k, "memory") == 0 || strcmp(k, "crashed") == 0 ||
+	    (c->stage != NULL && strcmp(c->stage, "killed") == 0) ||
+	    (strcmp(k, "timeout") == 0 && c->lost) ||
+	    json_is_integer(json_object_get(rec, "signal"));
 }
 
 static void
@@ -161,11 +167,10 @@ on_output(struct report *r, const json_t *rec, const struct rline *at)
 	c->mem_peak = jint(rec, "memory_peak");
 	c->cpu_us = jint(rec, "cpu_us");
 	c->threads_lost = jint(rec, "threads_lost");
-	c->killed = is_kill(c->kind) || json_is_object(to) ||
-	    json_is_integer(json_object_get(rec, "signal"));
 	c->rolled_back = c->ns != NULL && strncmp(c->ns, "rolled back",
 	    11) == 0;
 	c->lost = c->ns != NULL && strcmp(c->ns, "lost") == 0;
+	c->killed = is_kill(c, rec);
 }
 
 static void
