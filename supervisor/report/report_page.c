@@ -167,6 +167,8 @@ outcome(FILE *f, const json_t *stop)
 	if (json_is_integer(rc))
 		html_fmt(f, "exit %lld: %s", (long long)json_integer_value(rc),
 		    report_exit_meaning(json_integer_value(rc)));
+	else
+		html_raw(f, "a stop record without its exit status");
 	if (report_jstr(stop, "reason") != NULL) {
 		html_raw(f, " &#x2014; ");
 		html_str(f, report_jstr(stop, "reason"));

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "supervisor/text/termout.h"
 
 /* Unreadable lines named on stderr one by one; the rest are counted. */
 #define SAY_MAX 10
@@ -251,10 +252,16 @@ static void
 unreadable(struct report *r, const char *line, size_t n, const char *why)
 {
 	struct rentry *e = new_entry(r, r->lines);
+	char *vis;
 
-	if (++r->unreadable <= SAY_MAX)
+	/* why may quote the line's bytes: made safe for a terminal */
+	if (++r->unreadable <= SAY_MAX) {
+		vis = termout_visible(why, strlen(why), 0);
 		log_warnx("%s:%ld: unreadable journal line (%s): shown as "
-		    "unreadable in the report", r->path, r->lines, why);
+		    "unreadable in the report", r->path, r->lines,
+		    vis != NULL ? vis : "?");
+		free(vis);
+	}
 	e->rawlen = n < REPORT_SHORT ? n : REPORT_SHORT;
 	if ((e->raw = malloc(e->rawlen + 1)) == NULL ||
 	    (e->why = strdup(why)) == NULL)
@@ -277,31 +284,48 @@ not_a_record(const json_t *rec, const char *type)
 	return NULL;
 }
 
+/* The record on a line, or NULL with *bad saying why it is unreadable. */
+static json_t *
+parse_line(const char *line, size_t n, const char **bad, char *why,
+    size_t size)
+{
+	json_error_t je;
+	json_t *rec = NULL;
+	const char *type;
+
+	if (line[n - 1] != '\n')
+		*bad = "a last line without its newline: cut off while it "
+		    "was written, or being written now";
+	else if ((rec = json_loadb(line, n, JSON_ALLOW_NUL, &je)) == NULL) {
+		(void)snprintf(why, size, "not JSON: %s, at column %d",
+		    je.text, je.column);
+		*bad = why;
+	} else if (!json_is_object(rec))
+		*bad = "not a JSON object";
+	else if ((type = report_jstr(rec, "type")) == NULL)
+		*bad = "no \"type\" string";
+	else
+		*bad = not_a_record(rec, type);
+	if (*bad == NULL)
+		return rec;
+	json_decref(rec);
+	return NULL;
+}
+
 static void
 read_line(struct report *r, const char *line, size_t n, off_t off)
 {
 	struct rline at = { off, n, r->lines };
-	json_error_t je;
-	json_t *rec = NULL;
-	const char *type = NULL, *bad = NULL;
+	const char *type, *bad = NULL;
 	char why[256];
+	json_t *rec = parse_line(line, n, &bad, why, sizeof why);
 
-	if (line[n - 1] != '\n')
-		bad = "a last line without its newline: cut off while it "
-		    "was written, or being written now";
-	else if ((rec = json_loadb(line, n, JSON_ALLOW_NUL, &je)) == NULL) {
-		(void)snprintf(why, sizeof why, "not JSON: %s, at column %d",
-		    je.text, je.column);
-		bad = why;
-	} else if (!json_is_object(rec))
-		bad = "not a JSON object";
-	else if ((type = report_jstr(rec, "type")) == NULL)
-		bad = "no \"type\" string";
-	else
-		bad = not_a_record(rec, type);
-	if (bad != NULL)
-		unreadable(r, line, n, bad);
-	else if (strcmp(type, "input") == 0)
+	if (rec == NULL) {
+		unreadable(r, line, n, bad != NULL ? bad : "?");
+		return;
+	}
+	type = report_jstr(rec, "type");
+	if (strcmp(type, "input") == 0)
 		on_input(r, rec, &at);
 	else if (strcmp(type, "output") == 0)
 		on_output(r, rec, &at);

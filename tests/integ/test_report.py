@@ -79,7 +79,9 @@ def chromium(tmp, url, *args):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """One real run: cells 0-5 (1 hostile, 2 killed at its deadline, 3 a
+    """One real run (--cell-timeout 5: the cells that ask the model have
+    time to spare on a loaded machine): cells 0-5 (1 hostile, 2 killed at
+    its deadline, 3 a
     repair, 4 interrupted at its deadline, 5 a repair), then the budget
     of 6 cells stops it. Its journal, and one with a hand-edited line."""
     tmp = tmp_path_factory.mktemp("report")
@@ -87,7 +89,7 @@ def run(tmp_path_factory):
     with ModelServer(SCRIPT) as srv:
         p = subprocess.run(
             [AGENTZ, "--base-url", srv.base_url, "--journal", str(journal),
-             "--cell-timeout", "1", "--grace", "1", "--max-cells", "6",
+             "--cell-timeout", "5", "--grace", "1", "--max-cells", "6",
              "the report task <b>bold?</b>"], cwd=tmp, env=env(),
             stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     assert p.returncode == 4, p.stderr.decode(errors="replace")
@@ -252,6 +254,13 @@ def test_torn_and_non_json_lines_without_a_browser(run, tmp_path):
     assert f"{j}:1: unreadable journal line (not JSON: " in p.stderr.decode()
     assert "\ufffd garbage" in p.stdout.decode() and "\\x00" in \
         p.stdout.decode()
+    # a bad line's bytes quoted in the error reach no terminal raw
+    j.write_bytes(b'{"a":\x1b]0;title\x07}\n')
+    p = report(j)
+    assert p.returncode == 0
+    assert b"\x1b" not in p.stderr and b"\x07" not in p.stderr
+    assert f"{j}:1: unreadable journal line (not JSON: invalid token near " \
+        "'\\x1b" in p.stderr.decode()
 
 
 def test_huge_output_is_capped(tmp_path):
