@@ -79,11 +79,11 @@ def chromium(tmp, url, *args):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """One real run (--cell-timeout 5: the cells that ask the model have
-    time to spare on a loaded machine): cells 0-5 (1 hostile, 2 killed at
-    its deadline, 3 a
+    """One real run: cells 0-5 (1 hostile, 2 killed at its deadline, 3 a
     repair, 4 interrupted at its deadline, 5 a repair), then the budget
-    of 6 cells stops it. Its journal, and one with a hand-edited line."""
+    of 6 cells stops it. Its journal, and one with a hand-edited line.
+    --cell-timeout 5: the cells that ask the model have time to spare on
+    a loaded machine."""
     tmp = tmp_path_factory.mktemp("report")
     journal = tmp / "run.jsonl"
     with ModelServer(SCRIPT) as srv:
