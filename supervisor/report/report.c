@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -145,6 +146,17 @@ write_file(struct report *r, const char *path)
 	return rc;
 }
 
+/* -o naming the journal itself would replace the run's record. */
+static int
+is_journal(FILE *journal, const char *output)
+{
+	struct stat a, b;
+
+	return output != NULL && stat(output, &b) == 0 &&
+	    fstat(fileno(journal), &a) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino;
+}
+
 static int
 render(struct report *r, const struct opts *o)
 {
@@ -177,6 +189,12 @@ report_main(int argc, char **argv)
 	if ((r.f = fopen(o.journal, "re")) == NULL) {
 		log_warn("report: cannot read the journal %s", o.journal);
 		return EXIT_FAILED;
+	}
+	if (is_journal(r.f, o.output)) {
+		log_warnx("report: -o %s is the journal itself: the page "
+		    "would replace it", o.output);
+		(void)fclose(r.f);
+		return EXIT_USAGE;
 	}
 	rc = render(&r, &o);
 	(void)fclose(r.f);

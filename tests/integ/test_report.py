@@ -213,6 +213,8 @@ def test_usage_errors(tmp_path):
     assert p.returncode == 2 and b"--max-shown 'bogus'" in p.stderr
     p = report("--help")
     assert p.returncode == 0 and b"agentz report JOURNAL" in p.stdout
+    h = subprocess.run([AGENTZ, "--help"], capture_output=True)
+    assert b"agentz report JOURNAL [-o FILE]" in h.stdout
 
 
 def test_a_directory_or_an_unwritable_page(tmp_path):
@@ -223,6 +225,16 @@ def test_a_directory_or_an_unwritable_page(tmp_path):
     p = report(j, "-o", tmp_path / "no" / "such" / "dir.html")
     assert p.returncode == 1 and b"cannot create" in p.stderr
     assert os.listdir(tmp_path) == ["j.jsonl"]
+
+
+def test_the_page_never_replaces_the_journal(tmp_path):
+    j = tmp_path / "j.jsonl"
+    j.write_text('{"v":1,"type":"run","task":"t","model":"m","at":1.5}\n')
+    os.link(j, tmp_path / "same.jsonl")
+    for out in (j, tmp_path / "same.jsonl"):
+        p = report(j, "-o", out)
+        assert p.returncode == 2 and b"is the journal itself" in p.stderr
+    assert j.read_text().startswith('{"v":1,"type":"run"')
 
 
 def test_empty_journal(tmp_path):
