@@ -13,8 +13,8 @@
 static void
 cell_classes(FILE *f, const struct rcell *c)
 {
-	html_fmt(f, "st-%s", c->out.lineno == 0 ? "running" :
-	    html_class(c->status));
+	html_fmt(f, "st-%s", c->restarted ? "interrupted" :
+	    c->out.lineno == 0 ? "running" : html_class(c->status));
 	if (c->kind != NULL)
 		html_fmt(f, " k-%s", html_class(c->kind));
 	if (c->killed)
@@ -29,6 +29,11 @@ cell_classes(FILE *f, const struct rcell *c)
 static void
 cell_state(FILE *f, const struct rcell *c)
 {
+	if (c->restarted) {
+		html_raw(f, "interrupted by a supervisor restart (no output "
+		    "record)");
+		return;
+	}
 	if (c->out.lineno == 0) {
 		html_raw(f, "no output record (running, or the run was cut "
 		    "off)");

@@ -40,6 +40,7 @@ struct rcell {
 	long long rss_kb, mem_peak, cpu_us, threads_lost;	/* -1 unknown */
 	long long repair_of;		/* the failed cell, or -1 */
 	int killed, rolled_back, lost;
+	int restarted;			/* no output: a resume followed */
 };
 
 /* A journal line that is not a cell's input or output record. */
@@ -66,6 +67,7 @@ struct report {
 	double t0, t1;		/* the first and last time seen; 0 none */
 	double last_t;		/* the last time seen, in journal order */
 	long long pending_repair;
+	long long last_in;	/* the cell of the last input record, or -1 */
 	struct rcell *cells;	/* sorted by n */
 	size_t ncells, capcells;
 	struct rentry *ents;

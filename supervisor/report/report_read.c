@@ -123,6 +123,7 @@ on_input(struct report *r, const json_t *rec, const struct rline *at)
 	struct rcell *c = cell_get(r, jint(rec, "cell"));
 
 	c->in = *at;
+	r->last_in = c->n;
 	resnip(&c->summary, report_jstr(rec, "summary"));
 	c->started = jtime(rec, "started_at");
 	see_time(r, jtime(rec, "generated_at"));
@@ -154,6 +155,7 @@ on_output(struct report *r, const json_t *rec, const struct rline *at)
 	const json_t *us = json_object_get(rec, "duration_us");
 
 	c->out = *at;
+	c->restarted = 0;	/* resume records the interrupted cell too */
 	resnip(&c->status, report_jstr(rec, "status"));
 	resnip(&c->kind, report_jstr(rec, "kind"));
 	resnip(&c->exc, report_jstr(rec, "exception_type"));
@@ -237,6 +239,10 @@ on_other(struct report *r, json_t *rec, const struct rline *at)
 		if (json_is_true(json_object_get(rec, "repair")))
 			r->pending_repair = jint(rec, "cell");
 	}
+	/* the cell running when the supervisor died never gets an output */
+	if (strcmp(type, "resume") == 0 && r->last_in >= 0 &&
+	    cell_get(r, r->last_in)->out.lineno == 0)
+		cell_get(r, r->last_in)->restarted = 1;
 	if (strcmp(type, "run") == 0 && r->task == NULL) {
 		r->task = report_jstr(rec, "task") != NULL ?
 		    strdup(report_jstr(rec, "task")) : NULL;
@@ -345,7 +351,7 @@ report_read(struct report *r)
 	off_t off = 0;
 	int rc;
 
-	r->pending_repair = -1;
+	r->pending_repair = r->last_in = -1;
 	while ((n = getline(&line, &cap, r->f)) > 0) {
 		r->lines++;
 		read_line(r, line, (size_t)n, off);

@@ -299,3 +299,29 @@ def test_huge_output_is_capped(tmp_path):
     assert len(shown) == 3072
     assert tail.group(2).endswith("TAIL\n") and "dropped" in text
     assert int(tail.group(1)) == kept - 4096
+
+
+def test_a_cell_cut_off_by_a_crash(run, tmp_path):
+    """The journal of a supervisor killed while cell 4 ran (the real one,
+    cut after cell 4's input): cell 4 has no output record and no stop
+    follows. Then (HAND-WRITTEN, marked) the resume record a restarted
+    supervisor writes first: cell 4 was interrupted by the restart."""
+    _, journal, _ = run
+    lines = open(journal).read().splitlines(True)
+    cut = next(i for i, l in enumerate(lines)
+               if json.loads(l)["type"] == "input" and
+               json.loads(l)["cell"] == 4) + 1
+    j = tmp_path / "cut.jsonl"
+    j.write_text("".join(lines[:cut]))
+    page = report(j).stdout.decode()
+    bar4 = [b for b in bar_tags(page) if cell_of(b) == 4][0]
+    assert "st-running" in bar4 and "no output record" in bar4
+    assert "no stop record" in page and 'data-cells="5"' in page
+    resume = {"v": 1, "type": "resume", "task": "t", "model": "m",
+              "at": json.loads(lines[cut - 1])["started_at"] + 1,
+              "hand_written": "test_report.py"}
+    j.write_text("".join(lines[:cut]) + json.dumps(resume) + "\n")
+    page = report(j).stdout.decode()
+    bar4 = [b for b in bar_tags(page) if cell_of(b) == 4][0]
+    assert "st-interrupted" in bar4
+    assert "interrupted by a supervisor restart" in bar4
