@@ -115,6 +115,7 @@ report_exit_meaning(long long rc)
 	case 4: return "a hard stop (a budget, the deadline, a repeated "
 	    "failure)";
 	case 5: return "the journal could not be written";
+	case 6: return "the operator stopped the run (agentz ctl stop)";
 	case 130: return "interrupted (Ctrl-C, SIGTERM, or a cell's "
 	    "KeyboardInterrupt)";
 	default: return "an exit status this version does not know";
@@ -324,8 +325,14 @@ notes(const struct report *r)
 			html_raw(r->out, "<section id=\"notes\"><h2>Operator "
 			    "notes</h2>\n<ul>\n");
 		text = report_jstr(r->ents[i].rec, "text");
-		html_fmt(r->out, "<li class=\"note\">line %ld: ",
+		html_fmt(r->out, "<li class=\"note\">line %ld, ",
 		    r->ents[i].lineno);
+		html_time(r->out, json_number_value(json_object_get(
+		    r->ents[i].rec, "at")));
+		html_raw(r->out, ", from ");
+		html_str(r->out, report_jstr(r->ents[i].rec, "from") != NULL ?
+		    report_jstr(r->ents[i].rec, "from") : "?");
+		html_raw(r->out, ": ");
 		if (text != NULL)
 			html_capped(r->out, text, strlen(text), FIELD_SHOWN);
 		else

@@ -175,15 +175,19 @@ def test_bad_lines_render_in_chromium(run, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(lines[:3]) + "{not json <img src=x>\n" +
                    '["an", "array"]\n' + "".join(lines[3:]) +
-                   '{"v":1,"type":"operator_note","text":"look <here>",'
-                   '"at":1796280884.5}\n' + '{"v":1,"type":"stop","exi')
+                   '{"v":1,"type":"note","from":"operator","text":'
+                   '"look <here>","at":1796280884.5}\n'
+                   '{"v":1,"type":"paused","by":"<someone>","at":1.5}\n'
+                   '{"v":1,"type":"stop","exit":6,"reason":"the operator '
+                   'said <stop>","at":1796280885}\n' +
+                   '{"v":1,"type":"stop","exi')
     page = tmp_path / "bad.html"
     p = report(bad, "-o", page)
     assert p.returncode == 0, p.stderr
     err = p.stderr.decode()
     assert f"{bad}:4: unreadable journal line (not JSON" in err
     assert f"{bad}:5: unreadable journal line (not a JSON object)" in err
-    n = len(lines) + 4
+    n = len(lines) + 6
     assert f"{bad}:{n}: unreadable journal line (a last line without its " \
            "newline" in err
     dom, _ = chromium(tmp_path, page.as_uri(), "--dump-dom")
@@ -194,8 +198,17 @@ def test_bad_lines_render_in_chromium(run, tmp_path):
         assert f'id="line-{i}"' in dom
     assert "{not json &lt;img src=x&gt;" in dom and "<img" not in dom
     # an entry of a type this version does not know, shown generically
-    assert 'class="note"' in dom and "look &lt;here&gt;" in dom
-    assert "operator_note" in dom
+    # the operator's note (agentz ctl note), an operator's stop, and an
+    # entry of a type this version does not know, shown generically
+    note = re.search(r'<li class="note">(.*?)</li>', dom).group(1)
+    assert "from operator: look &lt;here&gt;" in note
+    assert "2026-12-03 " in note
+    assert '<td>paused</td><td class="rec"><span class="k">by</span>=' \
+        '&lt;someone&gt; ' in dom
+    stops = re.search(r'<section id="stops">(.*?)</section>', dom,
+                      re.S).group(1)
+    assert "exit 6: the operator stopped the run" in stops
+    assert "the operator said &lt;stop&gt;" in stops
 
 
 def test_missing_journal(tmp_path):
