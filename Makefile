@@ -3,6 +3,8 @@
 #   make            build/agentz and build/agentz-worker
 #   make check      unit + integration tests, then the same with ASan+UBSan
 #   make demo       a real agent run against the bundled test model server
+#   make report-demo  the demo's journal as an HTML report, and a headless
+#                   chromium screenshot of it (docs/report-demo.png)
 #   make bench      benchmarks (print figures; never part of check)
 #   make fuzz       libFuzzer on the frame decoder, the JSON scanner and
 #                   the SSE parser, bounded time
@@ -85,7 +87,7 @@ $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
 .PHONY: all check check-systemd fixtures unit integ demo bench fuzz lint check-headers clean \
-	verify-units install
+	verify-units install report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
 $(O)/%.o: %.c
@@ -141,6 +143,7 @@ integ: all $(O)/tests/try_syscall fixtures
 	    $(PY) -m pytest -q -p no:cacheprovider tests/integ
 
 check: fixtures
+	scripts/install-deps check
 	$(MAKE) all unit integ
 	$(MAKE) SAN=1 all unit integ
 
@@ -153,6 +156,22 @@ check-systemd: all
 
 demo: all
 	$(PY) scripts/demo.py $(O)
+
+# The demo run with a journal, its report, and a screenshot of the report
+# in headless chromium (installed here, never by make demo) for README.
+REPORT_DEMO := $(O)/report-demo
+report-demo: all
+	scripts/install-deps check
+	rm -rf $(REPORT_DEMO) && mkdir -p $(REPORT_DEMO) docs
+	AGENTZ_JOURNAL=$(CURDIR)/$(REPORT_DEMO)/journal.jsonl \
+	    $(PY) scripts/demo.py $(O) >$(REPORT_DEMO)/demo.log 2>&1 || \
+	    { cat $(REPORT_DEMO)/demo.log; exit 1; }
+	$(O)/agentz report $(REPORT_DEMO)/journal.jsonl -o $(REPORT_DEMO)/run.html
+	chromium --headless --no-sandbox --hide-scrollbars \
+	    --user-data-dir=$(CURDIR)/$(REPORT_DEMO)/chromium \
+	    --window-size=1100,1700 --screenshot=$(CURDIR)/docs/report-demo.png \
+	    file://$(CURDIR)/$(REPORT_DEMO)/run.html 2>$(REPORT_DEMO)/chromium.log
+	@echo "report-demo: $(REPORT_DEMO)/run.html, docs/report-demo.png"
 
 bench: all
 	scripts/install-deps bench

@@ -3,6 +3,7 @@
  *
  *   agentz [options] "task"         an agent run: the model writes the cells
  *   agentz exec [options] FILE...   a supervised persistent interpreter
+ *   agentz report JOURNAL [-o FILE] a run's journal as an HTML page
  *
  * main() only does what both need first (no core dumps of our memory, the
  * subreaper, ./.env) and picks the front end; each parses its options.
@@ -19,6 +20,7 @@
 #include "supervisor/text/dotenv.h"
 #include "supervisor/front/exec.h"
 #include "supervisor/front/notify.h"
+#include "supervisor/report/report.h"
 
 static void
 usage(FILE *f)
@@ -27,6 +29,8 @@ usage(FILE *f)
 	    "usage: agentz [options] \"TASK\"          run an agent on a task\n"
 	    "       agentz exec [options] FILE...    run Python cells in a "
 	    "supervised worker\n"
+	    "       agentz report JOURNAL [-o FILE]  a run's journal as one "
+	    "HTML page\n"
 	    "       agentz --version\n"
 	    "'agentz --help' and 'agentz exec --help' list the options\n");
 }
@@ -47,6 +51,8 @@ main(int argc, char **argv)
 		(void)printf("agentz 0.1 (protocol %d)\n", PROTO_VERSION);
 		return EXIT_OK;
 	}
+	if (strcmp(argv[1], "report") == 0)	/* reads a file, runs nothing */
+		return report_main(argc - 1, argv + 1);
 	if (dotenv_load(".env") < 0)
 		return EXIT_USAGE;
 	notify_load_credentials();
