@@ -644,13 +644,26 @@ contain_children(pid_t parent, pid_t *out, int max)
  * go to out (at most max). Returns how many were found.
  */
 static int
-scan_children(pid_t keep, int kill_them, pid_t *out, int max)
+kept(pid_t pid, const pid_t *keep, int nkeep)
+{
+	int i;
+
+	for (i = 0; i < nkeep; i++)
+		if (keep[i] > 0 && keep[i] == pid)
+			return 1;
+	return 0;
+}
+
+static int
+scan_children(const pid_t *keep, int nkeep, int kill_them, pid_t *out,
+    int max)
 {
 	pid_t all[1024];
 	int i, found = contain_children(getpid(), all, 1024), n = 0;
 
 	for (i = 0; i < found && n < max; i++) {
-		if (all[i] == keep || (!kill_them && proc_state(all[i]) != 'Z'))
+		if (kept(all[i], keep, nkeep) ||
+		    (!kill_them && proc_state(all[i]) != 'Z'))
 			continue;
 		/* An unreaped child of ours: its pid cannot be reused. */
 		if (kill_them)
@@ -661,12 +674,12 @@ scan_children(pid_t keep, int kill_them, pid_t *out, int max)
 }
 
 static int
-sweep_round(pid_t keep, int kill_them)
+sweep_round(const pid_t *keep, int nkeep, int kill_them)
 {
 	pid_t pids[1024];
 	int n, i;
 
-	n = scan_children(keep, kill_them, pids, 1024);
+	n = scan_children(keep, nkeep, kill_them, pids, 1024);
 	for (i = 0; i < n; i++)
 		while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
 			;
@@ -674,13 +687,13 @@ sweep_round(pid_t keep, int kill_them)
 }
 
 int
-contain_sweep(pid_t keep)
+contain_sweep_except(const pid_t *keep, int nkeep)
 {
 	int total = 0, n, round;
 
 	/* Killing an orphan can reparent its own children to us: repeat. */
 	for (round = 0; round < 64; round++) {
-		n = sweep_round(keep, 1);
+		n = sweep_round(keep, nkeep, 1);
 		total += n;
 		if (n == 0)
 			break;
@@ -689,9 +702,21 @@ contain_sweep(pid_t keep)
 }
 
 int
+contain_sweep(pid_t keep)
+{
+	return contain_sweep_except(&keep, 1);
+}
+
+int
+contain_reap_except(const pid_t *keep, int nkeep)
+{
+	return sweep_round(keep, nkeep, 0);
+}
+
+int
 contain_reap(pid_t keep)
 {
-	return sweep_round(keep, 0);
+	return sweep_round(&keep, 1, 0);
 }
 
 /* --- child side -------------------------------------------------------------- */

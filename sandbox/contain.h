@@ -123,6 +123,10 @@ int contain_sweep(pid_t keep);
  * children, into out (at most max). Returns how many.
  */
 int contain_children(pid_t parent, pid_t *out, int max);
+/* contain_sweep / contain_reap sparing every pid of keep[nkeep] (the
+ * jail's init and the spawners of the run's workers). */
+int contain_sweep_except(const pid_t *keep, int nkeep);
+int contain_reap_except(const pid_t *keep, int nkeep);
 /* Reaps exited children of ours other than keep (on SIGCHLD). */
 int contain_reap(pid_t keep);
 

@@ -182,7 +182,8 @@ hostserve_request(struct worker *w, const struct msg_request *q, void *ctx)
 	struct runner *r = ctx;
 	struct hostreq_handlers h;
 
-	(void)w;
+	if (w != r->w)
+		return;		/* a standby runs no cell: nothing to serve */
 	memset(&h, 0, sizeof h);
 	h.fn[HOSTREQ_INPUT] = h_input;
 	h.fn[HOSTREQ_CELLS] = h_cells;

@@ -54,6 +54,71 @@ respawn(struct runner *r, int before_ready)
 	r->respawn_timer = loop_timer(r->loop, ms, respawn_now, r);
 }
 
+static void describe_death(const struct worker_death *d, char *buf,
+    size_t len);
+
+/* --- the standby ------------------------------------------------------- */
+
+static void
+standby_now(struct loop *l, void *ctx)
+{
+	struct runner *r = ctx;
+
+	(void)l;
+	r->standby_timer = 0;
+	if (r->standby == NULL || worker_state(r->standby) != WORKER_DOWN)
+		return;
+	if (worker_spawn(r->standby) < 0)
+		log_warn("cannot start a standby worker");
+}
+
+void
+recovery_standby_soon(struct runner *r)
+{
+	uint64_t ms = 0;
+	unsigned i;
+
+	if (r->standby == NULL || r->standby_timer != 0)
+		return;
+	/* one that keeps dying before READY is retried ever more slowly,
+	 * and never stops the run: the cells do not need it */
+	if (r->standby_failures > 0)
+		for (ms = BACKOFF_FIRST_MS, i = 1; i < r->standby_failures &&
+		    ms < BACKOFF_MAX_MS * 12; i++)
+			ms *= 2;
+	r->standby_timer = loop_timer(r->loop, ms, standby_now, r);
+}
+
+/* The standby died (a cell found and killed it, or it failed to start). */
+static void
+standby_death(struct runner *r, const struct worker_death *d)
+{
+	char why[256];
+
+	describe_death(d, why, sizeof why);
+	log_debug("standby worker died: %s", why);
+	if (d->before_ready)
+		r->standby_failures++;
+	recovery_standby_soon(r);
+}
+
+/* The ready standby takes the dead worker's place; the dead one's struct
+ * becomes the next standby. 0, or -1 when there is none ready. */
+static int
+take_standby(struct runner *r)
+{
+	struct worker *dead = r->w;
+
+	if (r->standby == NULL || worker_state(r->standby) != WORKER_IDLE)
+		return -1;
+	r->w = r->standby;
+	r->standby = dead;
+	log_debug("standby worker %ld takes over", (long)worker_pid(r->w));
+	runner_worker_ready(r);
+	recovery_standby_soon(r);
+	return 0;
+}
+
 static void
 describe_death(const struct worker_death *d, char *buf, size_t len)
 {
@@ -185,7 +250,10 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 	struct cell *c = r->current;
 	char why[256];
 
-	(void)w;
+	if (w != r->w) {
+		standby_death(r, d);
+		return;
+	}
 	describe_death(d, why, sizeof why);
 	hostserve_input_stop(r);
 	runner_cancel_deadline(r);
@@ -215,5 +283,7 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 	} else if (c == NULL) {
 		log_warnx("worker died between cells (%s); restarting", why);
 	}
+	if (take_standby(r) == 0)
+		return;
 	respawn(r, d->before_ready);
 }

@@ -86,8 +86,15 @@ runner_new(struct loop *l, const struct runner_config *c,
 	redact_stream_init(&r->rs[1]);
 	r->contain = contain_new(&c->worker.limits);
 	r->cfg.worker.contain = r->contain;
+	r->cfg.worker.generations = &r->generations;
 	if (r->contain != NULL && new_jail(r) == 0)
 		r->w = worker_new(l, &r->cfg.worker, &runner_worker_ops, r);
+	if (r->w != NULL && c->snapshot != SNAPSHOT_NEVER &&
+	    (r->standby = worker_new(l, &r->cfg.worker, &runner_worker_ops,
+	    r)) != NULL) {
+		worker_set_sibling(r->w, r->standby);
+		worker_set_sibling(r->standby, r->w);
+	}
 	if (r->w == NULL) {
 		jail_free(r->jail);
 		contain_free(r->contain);
@@ -103,8 +110,10 @@ runner_free(struct runner *r)
 	if (r == NULL)
 		return;
 	worker_free(r->w);
+	worker_free(r->standby);
 	jail_free(r->jail);
 	loop_timer_cancel(r->loop, r->respawn_timer);
+	loop_timer_cancel(r->loop, r->standby_timer);
 	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
 	contain_free(r->contain);
@@ -178,8 +187,14 @@ int
 runner_signal(struct runner *r, int signo)
 {
 	if (signo == SIGCHLD) {
-		if (r != NULL)	/* NULL before the runner exists */
-			(void)contain_reap(worker_child_pid(r->w));
+		pid_t keep[3];
+
+		if (r == NULL)	/* before the runner exists */
+			return -1;
+		keep[0] = worker_child_pid(r->w);
+		keep[1] = r->standby != NULL ? worker_child_pid(r->standby) : 0;
+		keep[2] = jail_init_pid(r->jail);
+		(void)contain_reap_except(keep, 3);
 		return -1;
 	}
 	log_warnx("%s: stopping", strsignal(signo));
@@ -253,6 +268,9 @@ dispatch_pending(struct runner *r)
 		r->snap_refused = "none: cannot ask the worker for one";
 	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
 		worker_kill(r->w, "cannot send the cell to the worker");
+	/* the first cell runs: a standby is worth its start now */
+	if (r->standby != NULL && worker_state(r->standby) == WORKER_DOWN)
+		recovery_standby_soon(r);
 }
 
 /* --- the deadline: interrupt, grace, stack dump, kill ------------------- */
@@ -275,8 +293,7 @@ w_stack(struct worker *w, void *ctx)
 {
 	struct runner *r = ctx;
 
-	(void)w;
-	if (r->stage_timer == 0 || r->current == NULL ||
+	if (w != r->w || r->stage_timer == 0 || r->current == NULL ||
 	    r->current->timeout_stage == NULL ||
 	    strcmp(r->current->timeout_stage, "killed") != 0)
 		return;
@@ -371,10 +388,22 @@ w_ready(struct worker *w, void *ctx)
 {
 	struct runner *r = ctx;
 
-	log_debug("worker %ld ready in %llu us (python %s, %s)",
-	    (long)worker_pid(w),
+	log_debug("%s %ld ready in %llu us (python %s, %s)",
+	    w == r->w ? "worker" : "standby worker", (long)worker_pid(w),
 	    (unsigned long long)worker_spawn_ready_us(w),
 	    worker_python_version(w), worker_sandbox(w));
+	if (w != r->w) {
+		r->standby_failures = 0;
+		return;
+	}
+	runner_worker_ready(r);
+}
+
+void
+runner_worker_ready(struct runner *r)
+{
+	struct worker *w = r->w;
+
 	r->start_failures = 0;
 	procstat_close(&r->ps);
 	if (procstat_open(&r->ps, worker_pid(w)) == 0) {
@@ -413,8 +442,10 @@ runner_feed_output(struct runner *r, int stream, const char *p, size_t n)
 static void
 w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
 {
-	(void)w;
-	runner_feed_output(ctx, stream, p, n);
+	struct runner *r = ctx;
+
+	if (w == r->w)	/* a standby's would be noise before any cell */
+		runner_feed_output(r, stream, p, n);
 }
 
 /* The held-back ends of both streams, then the texts of the record. */

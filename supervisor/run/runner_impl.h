@@ -30,6 +30,12 @@ struct runner {
 	struct runner_ops ops;
 	void *ctx;
 	struct worker *w;
+	/* a warm worker, ready for when w dies without a snapshot (not
+	 * with --snapshot never); its generation comes from the same count */
+	struct worker *standby;
+	uint64_t standby_timer;
+	unsigned standby_failures;
+	unsigned generations;
 	struct contain *contain;
 	struct jail *jail;
 	struct cells cells;
@@ -84,6 +90,10 @@ void hostserve_input_stop(struct runner *r);
 void recovery_death(struct worker *w, const struct worker_death *d,
     void *ctx);
 void recovery_finish_dead(struct runner *r);
+/* recovery.c: starts the standby soon (its first, or after a death). */
+void recovery_standby_soon(struct runner *r);
+/* runner.c: worker_ops.ready of the worker that runs the cells. */
+void runner_worker_ready(struct runner *r);
 
 /* nscells.c: the cells in the namespace: a new worker has none; a cell
  * that ran is added; the record gets the set as text ("1-3,5"). */

@@ -123,8 +123,7 @@ release_child(struct worker *w, int sync)
 {
 	int rc = 0;
 
-	if (w->cfg.contain != NULL && contain_attach(w->cfg.contain,
-	    w->pid) < 0) {
+	if (w->cg != NULL && contain_group_attach(w->cg, w->pid) < 0) {
 		log_warn("cannot move worker %ld into its cgroup",
 		    (long)w->pid);
 		rc = -1;
@@ -145,7 +144,9 @@ reset_state(struct worker *w, const int *ours)
 		(void)close(w->spare);
 	w->spare = ours[6];
 	w->wpid = w->pid;	/* until READY tells us better */
-	w->generation++;
+	w->generation = wworker_next_gen(w);
+	if (w->cfg.generations != NULL)
+		*w->cfg.generations = w->generation;
 	w->ready_us = 0;
 	w->state = WORKER_STARTING;
 	frame_rx_clear(&w->rx);
@@ -164,8 +165,9 @@ worker_spawn(struct worker *w)
 		errno = EBUSY;
 		return -1;
 	}
-	if (w->cfg.contain != NULL &&
-	    contain_prepare(w->cfg.contain, w->generation + 1) < 0)
+	if (w->cg == NULL && contain_has_cgroup(w->cfg.contain) &&
+	    (w->cg = contain_group_new(w->cfg.contain,
+	    wworker_next_gen(w))) == NULL)
 		log_warn("worker cgroup set-up failed; continuing without");
 	if (wspawn_make_fds(ours, theirs) < 0 || wspawn_fork(w, theirs) < 0) {
 		wspawn_close_fds(ours, WSPAWN_NFDS);
@@ -194,8 +196,8 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 	w->pidfd = pidfd;
 	w->adopted = 1;
 	w->oom_base = 0;
-	if (w->cfg.contain != NULL) {
-		contain_stats(w->cfg.contain, &st);
+	if (w->cg != NULL) {
+		contain_group_stats(w->cg, &st);
 		w->oom_base = st.oom_kills;
 	}
 	if (watch_all(w) < 0)
@@ -203,6 +205,67 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 }
 
 /* --- death ------------------------------------------------------------ */
+
+unsigned
+wworker_next_gen(const struct worker *w)
+{
+	return (w->cfg.generations != NULL ? *w->cfg.generations :
+	    w->generation) + 1;
+}
+
+/* The jail's pid of the other worker (resolved through its spawner while
+ * it starts), 0 when there is none. */
+static pid_t
+sibling_ns_pid(const struct worker *s)
+{
+	pid_t kid;
+
+	if (s == NULL || s->state == WORKER_DOWN)
+		return 0;
+	if (s->ns_pid > 0)
+		return s->ns_pid;
+	if (s->pid > 0 && contain_children(s->pid, &kid, 1) == 1)
+		return wsnap_ns_pid_of(kid);
+	return 0;
+}
+
+/*
+ * What a kill of w's processes spares in the jail (at most
+ * JAIL_MAX_SPARE - 1, so a caller may add one): w's snapshot when
+ * with_snapshot, the other worker and its snapshot. Returns the count.
+ */
+static size_t
+spare_list(struct worker *w, int with_snapshot, pid_t *out)
+{
+	const struct worker *s = w->sib;
+	size_t n = 0;
+	pid_t p;
+
+	if (with_snapshot && w->snap.ns_pid > 0)
+		out[n++] = w->snap.ns_pid;
+	if ((p = sibling_ns_pid(s)) > 0) {
+		out[n++] = p;
+		if (s->snap.ns_pid > 0)
+			out[n++] = s->snap.ns_pid;
+	}
+	return n;
+}
+
+/* After a death: the jail's processes but those spared, and orphans
+ * reparented to us but the jail's init and the other worker's spawner. */
+static void
+kill_rest(struct worker *w, int with_snapshot)
+{
+	pid_t spared[JAIL_MAX_SPARE], keep[2];
+
+	if (jail_active(w->cfg.jail))
+		(void)jail_kill_spare(w->cfg.jail, spared,
+		    spare_list(w, with_snapshot, spared));
+	keep[0] = jail_init_pid(w->cfg.jail);
+	keep[1] = w->sib != NULL && w->sib->state != WORKER_DOWN ?
+	    w->sib->pid : 0;
+	(void)contain_sweep_except(keep, 2);
+}
 
 static void
 close_all(struct worker *w)
@@ -275,19 +338,20 @@ reap(struct worker *w, int options)
 	wout_read_dump(w);
 	/* the snapshot of the cell it died in survives, in its cgroup */
 	d.snapshot = wsnap_spare(w) != 0 && wsnap_alive(w);
-	if (w->cfg.contain != NULL) {
-		contain_stats(w->cfg.contain, &d.cg);
+	if (w->cg != NULL) {
+		contain_group_stats(w->cg, &d.cg);
 		d.cg.oom_kills -= d.cg.oom_kills >= w->oom_base ?
 		    w->oom_base : d.cg.oom_kills;
-		if (!d.snapshot)
-			contain_release(w->cfg.contain);
+		if (!d.snapshot) {
+			(void)contain_group_kill(w->cg);
+			contain_group_free(w->cg);
+			w->cg = NULL;
+		}
 	}
 	/* What is left of this worker's tree: in the jail, everything but
-	 * its init (and the snapshot); without one, orphans reparented to
-	 * us. */
-	if (jail_active(w->cfg.jail))
-		(void)jail_kill(w->cfg.jail, d.snapshot ? w->snap.ns_pid : 0);
-	(void)contain_sweep(jail_init_pid(w->cfg.jail));
+	 * its init, the snapshot and the other worker; without one, orphans
+	 * reparented to us. */
+	kill_rest(w, d.snapshot);
 	if (!d.snapshot)
 		wsnap_forget(w);
 	else
@@ -325,7 +389,7 @@ pidfd_event(struct loop *l, int fd, short revents, void *ctx)
 void
 worker_kill(struct worker *w, const char *reason)
 {
-	pid_t spare;
+	pid_t spare, spared[JAIL_MAX_SPARE];
 
 	if (w->state == WORKER_DOWN)
 		return;
@@ -339,13 +403,15 @@ worker_kill(struct worker *w, const char *reason)
 	w->state = WORKER_DYING;
 	spare = wsnap_spare(w);
 	/* cgroup (atomic; not with a snapshot to spare: it is in there),
-	 * group (setsid made pgid == pid), the pid (init of its PID
-	 * namespace: its death ends every process in it), the jail's
-	 * processes but the snapshot (stopped first, so nothing forks). */
-	if (w->cfg.contain != NULL && spare == 0)
-		(void)contain_kill(w->cfg.contain);
+	 * the jail's processes but the snapshot and the other worker
+	 * (stopped first, so nothing forks), the group (setsid made pgid ==
+	 * pid), the pid (init of its PID namespace: its death ends every
+	 * process in it). */
+	if (w->cg != NULL && spare == 0)
+		(void)contain_group_kill(w->cg);
 	if (jail_active(w->cfg.jail))
-		(void)jail_kill(w->cfg.jail, spare);
+		(void)jail_kill_spare(w->cfg.jail, spared,
+		    spare_list(w, spare != 0, spared));
 	(void)kill(-w->pid, SIGKILL);
 	(void)kill(w->pid, SIGKILL);
 	if (w->chan >= 0) {
@@ -388,6 +454,10 @@ worker_free(struct worker *w)
 	if (w->spare >= 0)
 		(void)close(w->spare);
 	wsnap_forget(w);
+	if (w->cg != NULL) {
+		(void)contain_group_kill(w->cg);
+		contain_group_free(w->cg);
+	}
 	frame_rx_clear(&w->rx);
 	buf_clear(&w->outq);
 	buf_clear(&w->stack);
@@ -398,11 +468,22 @@ worker_free(struct worker *w)
 int
 worker_sweep(struct worker *w)
 {
+	pid_t spared[JAIL_MAX_SPARE];
+	size_t n;
+
 	if (!jail_active(w->cfg.jail) || w->ns_pid <= 0) {
 		errno = ENOTSUP;
 		return -1;
 	}
-	return jail_kill(w->cfg.jail, w->ns_pid);
+	n = spare_list(w, 0, spared);
+	spared[n++] = w->ns_pid;
+	return jail_kill_spare(w->cfg.jail, spared, n);
+}
+
+void
+worker_set_sibling(struct worker *w, const struct worker *sib)
+{
+	w->sib = sib;
 }
 
 int

@@ -79,6 +79,8 @@ struct worker_config {
 	struct contain_limits limits;	/* rlimits for the child */
 	uint64_t data_limit;		/* RLIMIT_DATA set by the worker, 0 none */
 	int pidns;			/* try a PID namespace */
+	unsigned *generations;		/* the run's counter, shared by its
+					 * workers (NULL: this worker's own) */
 };
 
 struct worker *worker_new(struct loop *l, const struct worker_config *c,
@@ -119,6 +121,11 @@ const char *worker_snapshot_threads(const struct worker *w);
  * errno (ESRCH: the snapshot is gone; then spawn as usual).
  */
 int worker_promote(struct worker *w);
+/*
+ * The run's other worker (a warm standby, or the one it stands by for):
+ * w's kills and sweeps spare it and its snapshot. NULL = none.
+ */
+void worker_set_sibling(struct worker *w, const struct worker *sib);
 /* SIGINT to the worker (the running cell sees KeyboardInterrupt). */
 int worker_interrupt(struct worker *w);
 /* SIGKILL to the worker's whole process tree; death is reported later. */

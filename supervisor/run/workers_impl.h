@@ -51,6 +51,8 @@ struct worker {
 	char python_version[32];
 	char sandbox[64];
 	int spare;		/* our end of the spare socket, or -1 */
+	struct contain_group *cg;	/* this worker's cgroup, or NULL */
+	const struct worker *sib;	/* the run's other worker, or NULL */
 	int adopted;		/* a promoted snapshot: not our child */
 	uint64_t oom_base;	/* the group's OOM kills when adopted */
 	struct wsnap {
@@ -81,6 +83,10 @@ void wout_read_dump(struct worker *w);
  * buffered (also called at death to handle the ones left). */
 void wchan_event(struct loop *l, int fd, short revents, void *ctx);
 void wchan_process(struct worker *w);
+/* workers.c: the generation the next process of w gets. */
+unsigned wworker_next_gen(const struct worker *w);
+/* wsnap.c: the pid as the innermost PID namespace sees it, or 0. */
+pid_t wsnap_ns_pid_of(pid_t pid);
 /* Queues a frame to the worker. 0, or -1 with errno. */
 int wchan_send(struct worker *w, const struct msg *m);
 /* workers.c: the struct takes a promoted snapshot as its process

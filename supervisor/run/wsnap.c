@@ -35,8 +35,8 @@
 
 /* The last pid of the NSpid line of /proc/<pid>/status: the pid as the
  * innermost namespace sees it, or 0. */
-static pid_t
-ns_pid_of(pid_t pid)
+pid_t
+wsnap_ns_pid_of(pid_t pid)
 {
 	char path[64], buf[2048], *p, *end;
 	ssize_t n;
@@ -69,7 +69,7 @@ host_pid_of(const struct worker *w, pid_t ns)
 	int i, n = contain_children(w->wpid, kids, MAX_CHILDREN);
 
 	for (i = 0; i < n; i++)
-		if (ns_pid_of(kids[i]) == ns)
+		if (wsnap_ns_pid_of(kids[i]) == ns)
 			return kids[i];
 	return 0;
 }
@@ -149,6 +149,9 @@ wsnap_on_snapped(struct worker *w, const struct msg_snapped *s)
 	w->snap.threads = s->threads.len > 0 ? strdup(s->threads.ptr) : NULL;
 	w->snap.why[0] = '\0';
 	lower_oom_score(host);
+	/* a v2 OOM kill of the worker must not take the snapshot along */
+	if (w->cg != NULL)
+		(void)contain_group_oom_group(w->cg, 0);
 }
 
 int
@@ -258,7 +261,7 @@ worker_promote(struct worker *w)
 		goto fail;
 	give[0] = theirs[0], give[1] = theirs[1], give[2] = theirs[2];
 	give[3] = theirs[3], give[4] = theirs[6];
-	if (send_promotion(w->spare, w->generation + 1, give) < 0)
+	if (send_promotion(w->spare, wworker_next_gen(w), give) < 0)
 		goto fail;
 	wspawn_close_fds(theirs, WSPAWN_NFDS);
 	/* no sync byte and no init's status: the snapshot runs already */

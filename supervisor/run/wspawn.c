@@ -101,7 +101,7 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	(void)snprintf(a->num[3], 24, "%llu",
 	    (unsigned long long)w->cfg.data_limit);
 	(void)snprintf(a->num[4], 24, "%zu", w->cfg.output_limit);
-	(void)snprintf(a->num[5], 24, "%u", w->generation + 1);
+	(void)snprintf(a->num[5], 24, "%u", wworker_next_gen(w));
 	a->argv[n++] = (char *)(uintptr_t)"agentz-worker";
 	a->argv[n++] = (char *)(uintptr_t)"--sandbox";
 	a->argv[n++] = (char *)(uintptr_t)w->cfg.sandbox;

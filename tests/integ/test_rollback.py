@@ -195,3 +195,27 @@ def test_a_large_namespace_rolls_back_within_the_memory_ceiling():
     assert c["output"] == "1 1 %d\n" % (1 << 30), brief(c)
     # both copies were charged to the one ceiling, and fit
     assert b["memory_peak"] is None or b["memory_peak"] >= 2 << 30, brief(b)
+
+
+# --- an agent run: the model's repair sees the namespace rolled back ---------
+
+def test_agent_repair_after_a_kill_sees_the_namespace_before_the_cell(tmp_path):
+    from test_agent import recovery_record, run_agent, show, submit
+    cell1 = "x = 41\ncall_me(input='NEXT')"
+    killed = ("x = 0\nimport signal\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "while True:\n    pass")
+    repair = "print('REPAIR', x)\nquit()"
+    script = submit(cell1) + submit(killed) + submit(repair)
+    from model_server import ModelServer
+    with ModelServer(script) as srv:
+        p = run_agent(srv, tmp_path, args=["--cell-timeout", "1",
+                                           "--grace", "0.3"], timeout=60)
+    assert p.returncode == 0, show(p)
+    assert "REPAIR 41\n" in p.stdout, show(p)
+    rec = next(recovery_record(b) for b in srv.bodies
+               if isinstance(b.get("input"), str)
+               and b["input"].startswith("Repair the failed cell"))
+    assert rec["cell"] == 2 and rec["kind"] == "timeout", rec
+    assert rec["namespace"] == "rolled back to before cell 2", rec
+    assert rec["snapshot"] == "taken" and rec["namespace_cells"] == "0-1", rec
