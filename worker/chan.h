@@ -20,13 +20,25 @@
 
 #include "proto/proto.h"
 
-/* Records fd and frame limit. Call once, before anything else here. */
-void chan_init(int fd, size_t max_frame);
+/*
+ * Records fd and frame limit; REQUEST ids will be (generation << 32) | n,
+ * n from 1. Call once, before anything else here.
+ */
+void chan_init(int fd, size_t max_frame, uint32_t generation);
+/*
+ * In a promoted snapshot (one thread left, fd replaced by the caller):
+ * re-initialises the locks a vanished thread may have held and drops the
+ * reader role, the waiters, a pending EXEC/SNAP/SHUTDOWN; ids restart
+ * under the new generation.
+ */
+void chan_reset(uint32_t generation);
+/* fn runs before the process exits on EOF (from whichever thread read). */
+void chan_on_exit(void (*fn)(void));
 /* Sends one frame; thread-safe. 0, or -1 with errno. */
 int chan_send(const struct msg *m);
 /*
- * Blocks the caller until the next EXEC (returns 1, *m filled, caller
- * msg_clears) or SHUTDOWN (returns 0).
+ * Blocks the caller until the next EXEC or SNAP (returns 1, *m filled,
+ * m->type says which, caller msg_clears) or SHUTDOWN (returns 0).
  */
 int chan_wait_exec(struct msg *m);
 /* Registers a waiter and returns its id (never 0). 0 / ENOMEM on failure. */
