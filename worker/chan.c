@@ -41,7 +41,6 @@ static int chan_exec_full;
 static int chan_shutdown;
 static struct waiter *chan_waiters;
 static uint64_t chan_next_id = 1;
-static void (*chan_exit_hook)(void);
 
 /* Request ids: the generation in the high 32 bits, n from 1 below. */
 static uint64_t
@@ -68,12 +67,6 @@ chan_init(int fd, size_t max_frame, uint32_t generation)
 	chan_max_frame = max_frame;
 	chan_next_id = first_id(generation);
 	init_turn();
-}
-
-void
-chan_on_exit(void (*fn)(void))
-{
-	chan_exit_hook = fn;
 }
 
 static void
@@ -203,11 +196,8 @@ read_one(struct msg *m)
 {
 	int rc = frame_read(chan_fd, m, chan_max_frame);
 
-	if (rc == 0) {
-		if (chan_exit_hook != NULL)
-			chan_exit_hook();
+	if (rc == 0)
 		_exit(WEXIT_OK);
-	}
 	if (rc < 0)
 		_exit(errno == EBADMSG || errno == EPROTO || errno == EMSGSIZE ?
 		    WEXIT_PROTOCOL : WEXIT_CHANNEL);

@@ -245,7 +245,6 @@ main(int argc, char **argv)
 		return WEXIT_SANDBOX;
 	}
 	chan_init(WORKER_CHAN_FD, c.max_frame, c.generation);
-	chan_on_exit(snap_discard);
 	snap_init(c.profile == SANDBOX_STRICT ?
 	    "snapshots are off under --sandbox strict" : NULL, send_ready);
 	ready_version = version;

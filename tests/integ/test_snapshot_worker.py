@@ -530,10 +530,25 @@ def test_without_a_spare_socket(workers):
     assert w.snap(2)[1:] == [0, "", "no spare socket"]
 
 
+def test_channel_eof_leaves_the_snapshot(workers):
+    """The supervisor may close the channel before its kill lands: the
+    worker exits, the snapshot stays promotable."""
+    start, made = workers
+    w = start("--sandbox", "default")
+    assert w.run(1, "x = 1")[0] == 0
+    snap = w.snap(2)[1]
+    w.ends.chan.shutdown(socket.SHUT_RDWR)
+    assert w.proc.wait(TIMEOUT) == 0
+    p = promote(w, snap, 3)
+    made.append(p)
+    p.expect(READY)
+    assert p.run(2, "print(x)")[3] == "1\n"
+
+
 @pytest.mark.parametrize("mb", [10, 200])
 def test_snap_cost(workers, mb):
     """Measured and printed, not asserted (make it visible with -s)."""
-    start, _ = workers
+    start, made = workers
     w = start("--sandbox", "default")
     assert w.run(1, f"blob = b'\\x01' * ({mb} << 20)\n"
                     "objs = [str(i) for i in range(100000)]")[0] == 0
@@ -546,5 +561,15 @@ def test_snap_cost(workers, mb):
         times.append(((t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3))
     snap_ms = sorted(t[0] for t in times)[len(times) // 2]
     cell_ms = sorted(t[1] for t in times)[len(times) // 2]
-    print(f"\nSNAP round trip, {mb} MB namespace: {snap_ms:.2f} ms (median of "
-          f"{len(times)}); following empty cell incl. discard: {cell_ms:.2f} ms")
+    snap = w.snap(7)[1]
+    w.start_cell(7, HANG)
+    w.kill()
+    t0 = time.perf_counter()
+    p = promote(w, snap, 1)
+    made.append(p)
+    p.expect(READY)
+    ready_ms = (time.perf_counter() - t0) * 1e3
+    assert p.run(7, "print(len(blob) >> 20)")[3] == f"{mb}\n"
+    print(f"\n{mb} MB namespace: SNAP round trip {snap_ms:.2f} ms (median of "
+          f"{len(times)}); next empty cell incl. discard {cell_ms:.2f} ms; "
+          f"promotion to READY {ready_ms:.2f} ms")
