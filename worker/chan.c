@@ -42,17 +42,64 @@ static int chan_shutdown;
 static struct waiter *chan_waiters;
 static uint64_t chan_next_id = 1;
 
-void
-chan_init(int fd, size_t max_frame)
+/* Request ids: the generation in the high 32 bits, n from 1 below. */
+static uint64_t
+first_id(uint32_t generation)
+{
+	return ((uint64_t)generation << 32) | 1u;
+}
+
+static void
+init_turn(void)
 {
 	pthread_condattr_t ca;
 
-	chan_fd = fd;
-	chan_max_frame = max_frame;
 	(void)pthread_condattr_init(&ca);
 	(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	(void)pthread_cond_init(&chan_turn, &ca);
 	(void)pthread_condattr_destroy(&ca);
+}
+
+void
+chan_init(int fd, size_t max_frame, uint32_t generation)
+{
+	chan_fd = fd;
+	chan_max_frame = max_frame;
+	chan_next_id = first_id(generation);
+	init_turn();
+}
+
+static void
+waiter_drop(struct waiter *w)
+{
+	struct qmsg *q;
+
+	while ((q = w->head) != NULL) {
+		w->head = q->next;
+		msg_clear(&q->m);
+		free(q);
+	}
+	free(w);
+}
+
+void
+chan_reset(uint32_t generation)
+{
+	struct waiter *w;
+
+	(void)pthread_mutex_init(&chan_wlock, NULL);
+	(void)pthread_mutex_init(&chan_lock, NULL);
+	init_turn();
+	chan_reading = 0;
+	if (chan_exec_full)
+		msg_clear(&chan_exec);
+	chan_exec_full = 0;
+	chan_shutdown = 0;
+	while ((w = chan_waiters) != NULL) {
+		chan_waiters = w->next;
+		waiter_drop(w);
+	}
+	chan_next_id = first_id(generation);
 }
 
 int
@@ -97,7 +144,8 @@ deliver(struct msg *m, uint64_t id)
 	w->tail = q;
 }
 
-/* Under chan_lock: EXEC (m) or SHUTDOWN (NULL) for the main thread. */
+/* Under chan_lock: EXEC or SNAP (m) or SHUTDOWN (NULL) for the main
+ * thread. */
 static void
 post_exec(struct msg *m)
 {
@@ -119,6 +167,7 @@ dispatch(struct msg *m)
 		_exit(WEXIT_PROTOCOL);
 	switch (m->type) {
 	case MSG_EXEC:
+	case MSG_SNAP:
 		post_exec(m);
 		break;
 	case MSG_SHUTDOWN:
@@ -131,7 +180,6 @@ dispatch(struct msg *m)
 	case MSG_EVENT:
 		deliver(m, m->u.event.id);
 		break;
-	case MSG_SNAP:		/* not yet */
 	case MSG_READY:
 	case MSG_DONE:
 	case MSG_REQUEST:
@@ -304,7 +352,6 @@ void
 chan_waiter_free(uint64_t id)
 {
 	struct waiter **pw, *w;
-	struct qmsg *q;
 
 	(void)pthread_mutex_lock(&chan_lock);
 	pw = &chan_waiters;
@@ -314,12 +361,6 @@ chan_waiter_free(uint64_t id)
 	if (w != NULL)
 		*pw = w->next;
 	(void)pthread_mutex_unlock(&chan_lock);
-	if (w == NULL)
-		return;
-	while ((q = w->head) != NULL) {
-		w->head = q->next;
-		msg_clear(&q->m);
-		free(q);
-	}
-	free(w);
+	if (w != NULL)
+		waiter_drop(w);
 }

@@ -3,10 +3,12 @@
  *
  * Started by the supervisor (fork + exec, never by hand) with the control
  * channel on fd 3, stdin on /dev/null and stdout/stderr as pipes to the
- * supervisor. Order of set-up: signals reset, CPython initialised, seccomp
+ * supervisor, and the spare socket for snapshots on fd 5 (optional).
+ * Order of set-up: signals reset, CPython initialised, seccomp
  * applied to ourselves (before any thread exists, so every later thread
- * inherits it), READY sent. Then one cell at a
- * time until SHUTDOWN or EOF. Exit codes are enum worker_exit (proto.h).
+ * inherits it), READY sent. Then one cell at a time, each perhaps
+ * preceded by a SNAP (worker/snap.c), until SHUTDOWN or EOF. Exit codes
+ * are enum worker_exit (proto.h).
  */
 #include <errno.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include "sandbox/seccomp.h"
 #include "worker/chan.h"
 #include "worker/py.h"
+#include "worker/snap.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -40,14 +43,19 @@ struct wconfig {
 	size_t max_frame;
 	size_t output_limit;	/* traceback head + tail, as cell output */
 	unsigned long long data_limit;
+	uint32_t generation;	/* high 32 bits of REQUEST ids */
 };
+
+/* What READY says, kept for a promoted snapshot's READY. */
+static const char *ready_version, *ready_limits;
+static const struct wconfig *ready_config;
 
 static void
 usage(void)
 {
 	(void)fprintf(stderr, "usage: agentz-worker [--sandbox off|default|"
 	    "strict] [--sandbox-debug] [--protect-pid N] [--protect-pgid N] "
-	    "[--max-frame BYTES] [--output-limit BYTES] [--no-sysv]\n(started by agentz, with the "
+	    "[--max-frame BYTES] [--output-limit BYTES] [--no-sysv] [--generation N]\n(started by agentz, with the "
 	    "control channel on fd 3)\n");
 	_exit(WEXIT_USAGE);
 }
@@ -76,6 +84,8 @@ parse_args(int argc, char **argv, struct wconfig *c)
 	c->protect_pgid = getpgid(c->protect_pid);
 	c->max_frame = PROTO_MAX_FRAME_DEFAULT;
 	c->output_limit = (size_t)1 << 20;
+	c->data_limit = 0;
+	c->generation = 0;
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--sandbox-debug") == 0)
 			c->sandbox_flags |= SANDBOX_DEBUG;
@@ -96,6 +106,8 @@ parse_args(int argc, char **argv, struct wconfig *c)
 			c->output_limit = (size_t)num_arg(argv[++i]);
 		else if (strcmp(argv[i], "--memory-limit") == 0)
 			c->data_limit = (unsigned long long)num_arg(argv[++i]);
+		else if (strcmp(argv[i], "--generation") == 0)
+			c->generation = (uint32_t)num_arg(argv[++i]);
 		else
 			usage();
 	}
@@ -129,6 +141,7 @@ self_limits(const struct wconfig *c)
 
 	(void)fcntl(WORKER_CHAN_FD, F_SETFD, FD_CLOEXEC);
 	(void)fcntl(WORKER_DUMP_FD, F_SETFD, FD_CLOEXEC);
+	(void)fcntl(WORKER_SPARE_FD, F_SETFD, FD_CLOEXEC);
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		(void)!write(fd, "1000", 4);
@@ -149,8 +162,10 @@ self_limits(const struct wconfig *c)
 }
 
 static int
-send_ready(const char *version, const struct wconfig *c, const char *lims)
+send_ready(void)
 {
+	const char *version = ready_version, *lims = ready_limits;
+	const struct wconfig *c = ready_config;
 	char pyver[64], sbx[128];
 	struct msg m;
 	size_t n;
@@ -180,6 +195,12 @@ serve(size_t output_limit)
 	struct msg m, done;
 
 	while (py_wait_exec(&m)) {
+		if (m.type == MSG_SNAP) {
+			if (snap_take(m.u.snap.cell) < 0)
+				_exit(WEXIT_CHANNEL);
+			msg_clear(&m);
+			continue;
+		}
 		memset(&done, 0, sizeof done);
 		done.type = MSG_DONE;
 		py_run_cell(m.u.exec.cell, &m.u.exec.code, output_limit,
@@ -188,7 +209,9 @@ serve(size_t output_limit)
 		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
 		msg_clear(&done);
+		py_nogil(snap_discard);	/* the cell ended: no rollback */
 	}
+	py_nogil(snap_discard);
 }
 
 int
@@ -199,7 +222,7 @@ main(int argc, char **argv)
 	const char *version, *lims;
 
 	/* what we were exec'd from (fd 6): never the cells' */
-	(void)syscall(SYS_close_range, WORKER_DUMP_FD + 1, ~0u, 0u);
+	(void)syscall(SYS_close_range, WORKER_SPARE_FD + 1, ~0u, 0u);
 	parse_args(argc, argv, &c);
 	if (fstat(WORKER_CHAN_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		(void)fprintf(stderr, "agentz-worker: fd %d is not the control "
@@ -221,8 +244,13 @@ main(int argc, char **argv)
 		    sandbox_profile_name(c.profile), strerror(errno));
 		return WEXIT_SANDBOX;
 	}
-	chan_init(WORKER_CHAN_FD, c.max_frame);
-	if (send_ready(version, &c, lims) < 0)
+	chan_init(WORKER_CHAN_FD, c.max_frame, c.generation);
+	snap_init(c.profile == SANDBOX_STRICT ?
+	    "snapshots are off under --sandbox strict" : NULL, send_ready);
+	ready_version = version;
+	ready_limits = lims;
+	ready_config = &c;
+	if (send_ready() < 0)
 		return WEXIT_CHANNEL;
 	py_preload();
 	serve(c.output_limit);

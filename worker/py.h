@@ -40,6 +40,22 @@ void py_preload(void);
 void py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
     struct msg_done *out);
 
+/*
+ * Snapshots (worker/py_fork.c, for worker/snap.c). py_snap_threads
+ * flushes the cell output streams and returns the names of the threads
+ * other than the main one, comma-separated (malloc'ed; NULL if out of
+ * memory). py_fork_before / py_fork_parent / py_fork_child bracket the
+ * fork as os.fork does (py_fork_child may run long after the fork, before
+ * any other Python). py_promoted repairs the runtime in a promoted
+ * snapshot (event loop, stdio). py_nogil runs fn with the GIL released.
+ */
+char *py_snap_threads(void);
+void py_fork_before(void);
+void py_fork_parent(void);
+void py_fork_child(void);
+void py_promoted(void);
+void py_nogil(void (*fn)(void));
+
 /* The embedded sources (generated at build time by scripts/embed.py). */
 struct embedded_file {
 	const char *name;

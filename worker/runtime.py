@@ -201,3 +201,67 @@ def run_cell(n, source):
         _current_cell = -1
         _flush()
     return status, etype, tb
+
+
+# Snapshots (worker/snap.c). The snapshot is a fork of the worker taken
+# between cells; promoted, it has only the main thread, a new channel and
+# new pipes on the same fd numbers, and shares with the dead worker every
+# kernel object the fork duplicated, epoll sets included.
+_STALE = []  # replaced objects, kept so their finalisers never run
+
+
+def _before_snapshot():
+    """Flush the output streams; the other threads' names, comma-separated."""
+    _flush()
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return ""
+    main = threading.main_thread()
+    return ",".join(t.name.replace(",", " ")
+                    for t in threading.enumerate() if t is not main)
+
+
+def _fresh_stdio():
+    import io
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, "__" + name + "__")
+        if not isinstance(old, io.TextIOWrapper):
+            continue
+        new = io.TextIOWrapper(io.FileIO(fd, "wb", closefd=False),
+                               encoding=old.encoding, errors=old.errors,
+                               line_buffering=old.line_buffering,
+                               write_through=True)
+        _STALE.append(old)
+        setattr(sys, "__" + name + "__", new)
+        if getattr(sys, name) is old:
+            setattr(sys, name, new)
+
+
+def _fresh_loop():
+    """A new event loop where the dead worker's was the current one: the
+    old selector's epoll set is shared with that worker (closing it or
+    removing a reader there would act on the shared set)."""
+    global _loop
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return
+    policy = asyncio.get_event_loop_policy()
+    current = getattr(getattr(policy, "_local", None), "_loop", None)
+    if _loop is None and current is None:
+        return
+    _STALE.extend(x for x in (_loop, current) if x is not None)
+    _loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(_loop)
+
+
+_PROMOTE_HOOKS = []
+
+
+def _after_promotion():
+    """Repairs after a promotion (the C side reset the channel)."""
+    global _current_cell
+    _current_cell = -1
+    _fresh_stdio()
+    _fresh_loop()
+    for hook in _PROMOTE_HOOKS:
+        hook()

@@ -1,0 +1,88 @@
+/*
+ * py_fork.c - CPython's side of a snapshot (worker/snap.c): what to say
+ * and flush before the fork, CPython's own fork bracket, and the repairs
+ * the runtime makes once a snapshot is promoted.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/py.h"
+
+#define THREADS_MAX 4096	/* bytes of thread names in SNAPPED */
+
+/* Calls agentz_runtime.<fn>(); a new reference or NULL (error printed). */
+static PyObject *
+call_runtime(const char *fn)
+{
+	PyObject *mod = PyImport_AddModule("agentz_runtime"), *r = NULL;
+
+	if (mod != NULL)
+		r = PyObject_CallMethod(mod, fn, NULL);
+	if (r == NULL)
+		PyErr_Print();
+	return r;
+}
+
+char *
+py_snap_threads(void)
+{
+	PyObject *r = call_runtime("_before_snapshot");
+	const char *s = NULL;
+	Py_ssize_t n = 0;
+	char *out;
+
+	if (r != NULL && PyUnicode_Check(r))
+		s = PyUnicode_AsUTF8AndSize(r, &n);
+	if (s == NULL) {
+		PyErr_Clear();
+		s = "";
+		n = 0;
+	}
+	if (n > THREADS_MAX) {		/* cut at a character boundary */
+		n = THREADS_MAX;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	}
+	out = malloc((size_t)n + 1);
+	if (out != NULL) {
+		memcpy(out, s, (size_t)n);
+		out[n] = '\0';
+	}
+	Py_XDECREF(r);
+	return out;
+}
+
+void
+py_fork_before(void)
+{
+	PyOS_BeforeFork();
+}
+
+void
+py_fork_parent(void)
+{
+	PyOS_AfterFork_Parent();
+}
+
+void
+py_fork_child(void)
+{
+	PyOS_AfterFork_Child();
+}
+
+void
+py_promoted(void)
+{
+	Py_XDECREF(call_runtime("_after_promotion"));
+}
+
+void
+py_nogil(void (*fn)(void))
+{
+	Py_BEGIN_ALLOW_THREADS
+	fn();
+	Py_END_ALLOW_THREADS
+}

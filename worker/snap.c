@@ -1,0 +1,347 @@
+/*
+ * snap.c - the worker's namespace snapshots (see snap.h, proto.h).
+ *
+ * The snapshot is a fork of the worker taken between cells. It makes
+ * itself undumpable at once (a same-uid cell can then neither ptrace it
+ * nor write its memory through /proc/PID/mem), leaves the worker's
+ * session, blocks every signal it can, holds none of the worker's pipes
+ * or channel (/dev/null on 1-4) and waits in recvmsg on the spare socket,
+ * running no Python. Promotion installs the descriptors it is sent,
+ * drops the signals that arrived meanwhile, then lets CPython finish its
+ * after-fork work (PyOS_AfterFork_Child runs here, not at the fork, so
+ * that at-fork hooks a cell registered never run in a waiting snapshot),
+ * repairs the channel state and the runtime, and sends READY.
+ *
+ * The discard kills with pidfd_send_signal where the seccomp profile
+ * allows it; otherwise with kill(), but only while waitid says the
+ * snapshot is our unreaped child, so its pid cannot have been reused.
+ */
+#include "worker/snap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proto/proto.h"
+#include "worker/chan.h"
+#include "worker/py.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+static const char *snap_off;
+static int (*snap_ready)(void);
+static pid_t snap_pid;		/* 0: no snapshot */
+static int snap_pidfd = -1;
+
+void
+snap_init(const char *off, int (*send_ready)(void))
+{
+	snap_off = off;
+	snap_ready = send_ready;
+}
+
+/* fd 5 is an AF_UNIX SOCK_SEQPACKET socket (a cell may have closed it). */
+static int
+spare_ok(void)
+{
+	int v;
+	socklen_t n = sizeof v;
+
+	if (getsockopt(WORKER_SPARE_FD, SOL_SOCKET, SO_TYPE, &v, &n) < 0 ||
+	    v != SOCK_SEQPACKET)
+		return 0;
+	n = sizeof v;
+	return getsockopt(WORKER_SPARE_FD, SOL_SOCKET, SO_DOMAIN, &v, &n) == 0 &&
+	    v == AF_UNIX;
+}
+
+static int
+answer(uint32_t cell, pid_t pid, const char *threads, const char *error)
+{
+	struct msg m;
+
+	memset(&m, 0, sizeof m);
+	m.type = MSG_SNAPPED;
+	m.u.snapped.cell = cell;
+	m.u.snapped.pid = (uint32_t)pid;
+	m.u.snapped.threads = (struct bytes){ (char *)(uintptr_t)threads,
+	    strlen(threads) };
+	m.u.snapped.error = (struct bytes){ (char *)(uintptr_t)error,
+	    strlen(error) };
+	return py_send(&m);
+}
+
+/* ---- the discard (worker side) ---- */
+
+/* 1 while pid is our child and not yet reaped: alive (or a zombie). */
+static int
+still_ours(pid_t pid, int pidfd)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof si);
+	if (waitid(pidfd >= 0 ? P_PIDFD : P_PID, pidfd >= 0 ? (id_t)pidfd :
+	    (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return 0;	/* ECHILD: a cell's os.wait() reaped it */
+	return 1;
+}
+
+static void
+reap(pid_t pid, int pidfd)
+{
+	siginfo_t si;
+	int rc;
+
+	do
+		rc = waitid(pidfd >= 0 ? P_PIDFD : P_PID, pidfd >= 0 ?
+		    (id_t)pidfd : (id_t)pid, &si, WEXITED);
+	while (rc < 0 && errno == EINTR);
+}
+
+void
+snap_discard(void)
+{
+	pid_t pid = __atomic_exchange_n(&snap_pid, 0, __ATOMIC_SEQ_CST);
+	int pidfd = __atomic_exchange_n(&snap_pidfd, -1, __ATOMIC_SEQ_CST);
+
+	if (pid <= 0)
+		return;
+	if (still_ours(pid, pidfd) && (pidfd < 0 ||
+	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0))
+		(void)kill(pid, SIGKILL);
+	reap(pid, pidfd);
+	if (pidfd >= 0)
+		(void)close(pidfd);
+}
+
+/* ---- the snapshot (child side) ---- */
+
+/* Writes our own oom_score_adj (needs us dumpable: /proc/self is ours). */
+static void
+oom_adj(const char *v)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		(void)!write(fd, v, strlen(v));
+		(void)close(fd);
+	}
+}
+
+/* 1-4 on /dev/null: the snapshot keeps none of the worker's pipes. */
+static void
+quiet_fds(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC), i;
+
+	if (fd < 0)
+		fd = dup(0);
+	for (i = 1; i <= WORKER_DUMP_FD; i++)
+		if (fd != i)
+			(void)dup2(fd, i);
+	if (fd > WORKER_DUMP_FD)
+		(void)close(fd);
+}
+
+/* The descriptors of every SCM_RIGHTS message in mh; their count. */
+static int
+take_fds(struct msghdr *mh, int *fds, int max)
+{
+	struct cmsghdr *c;
+	int n = 0, k, i;
+
+	for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (i = 0; i < k; i++, n++)
+			if (n < max)
+				memcpy(&fds[n], CMSG_DATA(c) + i * sizeof(int),
+				    sizeof(int));
+	}
+	return n;
+}
+
+static void
+refuse(int *fds, int n, int max)
+{
+	int i;
+
+	for (i = 0; i < n && i < max; i++)
+		(void)close(fds[i]);
+	_exit(WEXIT_PROTOCOL);
+}
+
+/* Blocks until the promotion; EOF ends the snapshot, garbage too. */
+static void
+await_promotion(struct promote_msg *pm, int fds[PROMOTE_NFDS])
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * (PROMOTE_NFDS + 1))];
+		struct cmsghdr align;
+	} cb;
+	int got[PROMOTE_NFDS + 1], n;
+	char data[sizeof *pm + 1];
+	struct iovec iov = { data, sizeof data };
+	struct msghdr mh;
+	ssize_t len;
+
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cb.b;
+	mh.msg_controllen = sizeof cb.b;
+	do
+		len = recvmsg(WORKER_SPARE_FD, &mh, MSG_CMSG_CLOEXEC);
+	while (len < 0 && errno == EINTR);
+	if (len < 0)
+		_exit(WEXIT_CHANNEL);
+	n = take_fds(&mh, got, PROMOTE_NFDS + 1);
+	if (len == 0 && n == 0)
+		_exit(WEXIT_OK);
+	memcpy(pm, data, sizeof *pm < (size_t)len ? sizeof *pm : (size_t)len);
+	if ((size_t)len != sizeof *pm || n != PROMOTE_NFDS ||
+	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+	    pm->magic != PROMOTE_MAGIC)
+		refuse(got, n, PROMOTE_NFDS + 1);
+	memcpy(fds, got, sizeof got[0] * PROMOTE_NFDS);
+}
+
+/* Received fds onto 3, 1, 2, 4, 5; CLOEXEC on 3-5 as the worker has. */
+static void
+install_fds(int fds[PROMOTE_NFDS])
+{
+	static const int to[PROMOTE_NFDS] = { WORKER_CHAN_FD, 1, 2,
+	    WORKER_DUMP_FD, WORKER_SPARE_FD };
+	int i, fd;
+
+	for (i = 0; i < PROMOTE_NFDS; i++) {
+		if (fds[i] > WORKER_SPARE_FD)
+			continue;
+		fd = fcntl(fds[i], F_DUPFD_CLOEXEC, WORKER_SPARE_FD + 1);
+		if (fd < 0)
+			_exit(WEXIT_CHANNEL);
+		(void)close(fds[i]);
+		fds[i] = fd;
+	}
+	for (i = 0; i < PROMOTE_NFDS; i++) {
+		if (dup2(fds[i], to[i]) < 0)
+			_exit(WEXIT_CHANNEL);
+		(void)close(fds[i]);
+		if (to[i] >= WORKER_CHAN_FD)
+			(void)fcntl(to[i], F_SETFD, FD_CLOEXEC);
+	}
+}
+
+/* Drops every signal that arrived while blocked (a cell's, say). */
+static void
+drain_signals(void)
+{
+	struct timespec zero = { 0, 0 };
+	sigset_t all;
+
+	(void)sigfillset(&all);
+	while (sigtimedwait(&all, NULL, &zero) > 0)
+		;
+}
+
+static int
+promote(const sigset_t *mask)
+{
+	struct promote_msg pm;
+	int fds[PROMOTE_NFDS];
+
+	await_promotion(&pm, fds);
+	install_fds(fds);
+	drain_signals();
+	(void)sigprocmask(SIG_SETMASK, mask, NULL);
+	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	oom_adj("1000");
+	py_fork_child();
+	chan_reset(pm.generation);
+	py_promoted();
+	if (snap_ready() < 0)
+		_exit(WEXIT_CHANNEL);
+	return 0;
+}
+
+/*
+ * In the child, at once after the fork. It was born undumpable (the
+ * worker clears the flag around the fork, so there is no window in which
+ * a cell's thread could open /proc/PID/mem) and with oom_score_adj 0 (an
+ * undumpable process cannot open its own /proc files for writing).
+ * Returns once promoted.
+ */
+static int
+snapshot(void)
+{
+	sigset_t all, mask;
+
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	(void)setsid();
+	(void)sigfillset(&all);
+	(void)sigprocmask(SIG_SETMASK, &all, &mask);
+	quiet_fds();
+	return promote(&mask);
+}
+
+static pid_t
+fork_undumpable(void)
+{
+	pid_t pid;
+	int e;
+
+	oom_adj("0");
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	pid = fork();
+	if (pid == 0)
+		return 0;
+	e = errno;
+	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	oom_adj("1000");
+	errno = e;
+	return pid;
+}
+
+int
+snap_take(uint32_t cell)
+{
+	char err[96], *threads;
+	pid_t pid;
+	int e, rc;
+
+	if (snap_off != NULL)
+		return answer(cell, 0, "", snap_off);
+	if (!spare_ok())
+		return answer(cell, 0, "", "no spare socket");
+	py_nogil(snap_discard);
+	threads = py_snap_threads();
+	py_fork_before();
+	pid = fork_undumpable();
+	e = errno;
+	if (pid == 0) {
+		free(threads);
+		return snapshot();
+	}
+	py_fork_parent();
+	if (pid < 0) {
+		free(threads);
+		(void)snprintf(err, sizeof err, "fork: %s", strerror(e));
+		return answer(cell, 0, "", err);
+	}
+	snap_pid = pid;
+	snap_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	rc = answer(cell, pid, threads != NULL ? threads : "", "");
+	free(threads);
+	return rc;
+}
