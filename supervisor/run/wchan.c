@@ -316,6 +316,32 @@ chan_flush(struct worker *w)
 	chan_interest(w);
 }
 
+/*
+ * At a death: what the worker sent before it died (its DONE, its
+ * SNAPPED) still counts, also when the pidfd was seen before the
+ * channel's bytes: the buffered frames and what the socket holds are
+ * handled now, bounded (a cell's leftover child could hold the channel).
+ */
+void
+wchan_drain(struct worker *w)
+{
+	unsigned rounds;
+
+	loop_timer_cancel(w->loop, w->more_timer);
+	w->more_timer = 0;
+	for (rounds = 0; rounds < 64 && w->chan >= 0; rounds++) {
+		if (w->starved && !outq_full(w)) {
+			ssize_t n = frame_rx_fill(&w->rx, w->chan);
+
+			if (n <= 0)
+				break;
+		}
+		wchan_process(w);
+		loop_timer_cancel(w->loop, w->more_timer);
+		w->more_timer = 0;
+	}
+}
+
 void
 wchan_event(struct loop *l, int fd, short revents, void *ctx)
 {

@@ -206,6 +206,15 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 
 /* --- death ------------------------------------------------------------ */
 
+static int
+jail_kill_dbg(struct worker *w, const char *where, pid_t *sp, size_t n)
+{
+	log_debug("%s: worker %ld (state %d) spares %zu: %ld %ld %ld", where,
+	    (long)w->pid, (int)w->state, n, n > 0 ? (long)sp[0] : 0L,
+	    n > 1 ? (long)sp[1] : 0L, n > 2 ? (long)sp[2] : 0L);
+	return jail_kill_spare(w->cfg.jail, sp, n);
+}
+
 unsigned
 wworker_next_gen(const struct worker *w)
 {
@@ -259,7 +268,7 @@ kill_rest(struct worker *w, int with_snapshot)
 	pid_t spared[JAIL_MAX_SPARE], keep[2];
 
 	if (jail_active(w->cfg.jail))
-		(void)jail_kill_spare(w->cfg.jail, spared,
+		(void)jail_kill_dbg(w, "rest", spared,
 		    spare_list(w, with_snapshot, spared));
 	keep[0] = jail_init_pid(w->cfg.jail);
 	keep[1] = w->sib != NULL && w->sib->state != WORKER_DOWN ?
@@ -329,11 +338,7 @@ reap(struct worker *w, int options)
 		status = ws;
 	/* frames it sent before dying still count (its DONE): the slices
 	 * left for later turns are handled now */
-	while (w->chan >= 0 && w->more_timer != 0) {
-		loop_timer_cancel(w->loop, w->more_timer);
-		w->more_timer = 0;
-		wchan_process(w);
-	}
+	wchan_drain(w);
 	wout_drain_all(w);
 	wout_read_dump(w);
 	/* the snapshot of the cell it died in survives, in its cgroup */
@@ -402,6 +407,7 @@ worker_kill(struct worker *w, const char *reason)
 		w->cell = UINT32_MAX;
 	w->state = WORKER_DYING;
 	spare = wsnap_spare(w);
+	log_debug("kill worker %ld: spare snapshot %ld (snap pid %ld, cell %u/%u)", (long)w->pid, (long)spare, (long)w->snap.pid, w->cell, w->snap.cell);
 	/* cgroup (atomic; not with a snapshot to spare: it is in there),
 	 * the jail's processes but the snapshot and the other worker
 	 * (stopped first, so nothing forks), the group (setsid made pgid ==
@@ -410,9 +416,12 @@ worker_kill(struct worker *w, const char *reason)
 	if (w->cg != NULL && spare == 0)
 		(void)contain_group_kill(w->cg);
 	if (jail_active(w->cfg.jail))
-		(void)jail_kill_spare(w->cfg.jail, spared,
+		(void)jail_kill_dbg(w, "kill", spared,
 		    spare_list(w, spare != 0, spared));
-	(void)kill(-w->pid, SIGKILL);
+	/* the group, unless the snapshot may still be in it (it leaves the
+	 * group as it starts; the jail's kill has reached everything) */
+	if (spare == 0)
+		(void)kill(-w->pid, SIGKILL);
 	(void)kill(w->pid, SIGKILL);
 	if (w->chan >= 0) {
 		loop_unwatch(w->loop, w->chan);
@@ -477,7 +486,7 @@ worker_sweep(struct worker *w)
 	}
 	n = spare_list(w, 0, spared);
 	spared[n++] = w->ns_pid;
-	return jail_kill_spare(w->cfg.jail, spared, n);
+	return jail_kill_dbg(w, "sweep", spared, n);
 }
 
 void

@@ -83,6 +83,7 @@ void wout_read_dump(struct worker *w);
  * buffered (also called at death to handle the ones left). */
 void wchan_event(struct loop *l, int fd, short revents, void *ctx);
 void wchan_process(struct worker *w);
+void wchan_drain(struct worker *w);
 /* workers.c: the generation the next process of w gets. */
 unsigned wworker_next_gen(const struct worker *w);
 /* wsnap.c: the pid as the innermost PID namespace sees it, or 0. */

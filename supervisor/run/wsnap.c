@@ -61,17 +61,30 @@ wsnap_ns_pid_of(pid_t pid)
 	return (pid_t)v;
 }
 
-/* The host pid of the worker's child whose namespace pid is ns. */
+/* The host pid of parent's child whose namespace pid is ns, or 0. */
 static pid_t
-host_pid_of(const struct worker *w, pid_t ns)
+child_with_ns_pid(pid_t parent, pid_t ns)
 {
 	pid_t kids[MAX_CHILDREN];
-	int i, n = contain_children(w->wpid, kids, MAX_CHILDREN);
+	int i, n;
 
+	if (parent <= 0)
+		return 0;
+	n = contain_children(parent, kids, MAX_CHILDREN);
 	for (i = 0; i < n; i++)
 		if (wsnap_ns_pid_of(kids[i]) == ns)
 			return kids[i];
 	return 0;
+}
+
+/* The snapshot's host pid: the worker's child, or, when the worker died
+ * before we read its SNAPPED, the jail init's (it was reparented). */
+static pid_t
+host_pid_of(const struct worker *w, pid_t ns)
+{
+	pid_t p = child_with_ns_pid(w->wpid, ns);
+
+	return p > 0 ? p : child_with_ns_pid(jail_init_pid(w->cfg.jail), ns);
 }
 
 /* The snapshot should be the last thing the OOM killer takes: as low as

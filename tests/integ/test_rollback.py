@@ -53,7 +53,7 @@ def test_each_kill_rolls_the_namespace_back(name):
     rolled_back(b, 1)
     assert c["status"] == "ok" and c["output"] == "1 False\n", brief(c)
     # the snapshot is the worker now: a new generation, another process
-    assert c["worker"]["generation"] == a["worker"]["generation"] + 1
+    assert c["worker"]["generation"] > a["worker"]["generation"]
     assert c["worker"]["pid"] != a["worker"]["pid"]
     assert b["namespace_cells"] == "0" and c["namespace_cells"] == "0,2", \
         (b["namespace_cells"], c["namespace_cells"])
