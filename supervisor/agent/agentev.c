@@ -160,8 +160,9 @@ agent_ev_cell_start(const struct cell *c)
 		return;
 	events_emit("cell_start", json_pack("{s:i, s:o, s:o, s:o, s:b}",
 	    "cell", (int)c->n, "code", events_strn(c->code, c->code_len),
-	    "summary", events_str(c->summary), "generated_by", c->generated_by >= 0 ?
-	    json_integer(c->generated_by) : json_null(), "repair",
+	    "summary", events_str(c->summary), "generated_by",
+	    c->generated_by >= 0 ? json_integer(c->generated_by) : json_null(),
+	    "repair",
 	    c->summary != NULL && strcmp(c->summary, RECOVERY_SUMMARY) == 0));
 }
 
@@ -250,7 +251,7 @@ agent_ev_outage(const struct agent *a, const struct model_outage *o)
 
 	if (!events_enabled())
 		return;
-	f = json_pack("{s:o, s:o, s:I, s:f, s:f, s:f, s:i, s:s}", "request",
+	f = json_pack("{s:o, s:o, s:I, s:f, s:f, s:f, s:i, s:o}", "request",
 	    q != NULL ? json_integer((json_int_t)q->n) : json_null(), "cell",
 	    q != NULL ? json_integer(q->cell) : json_null(), "call",
 	    (json_int_t)o->call, "since", o->since, "waited", o->waited,

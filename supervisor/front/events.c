@@ -163,8 +163,7 @@ emit(const char *type, json_t *fields, int droppable)
 		(void)json_object_update(o, fields);
 	json_decref(fields);
 	redact_tree(o);
-	s = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15)) :
-	    NULL;
+	s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (s == NULL)
 		return -1;
