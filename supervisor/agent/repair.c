@@ -102,6 +102,7 @@ agent_start_recovery(struct agent *a)
 	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
 	struct host_binding b;
 	char *text, *clean;
+	uint64_t req, call;
 	size_t n;
 
 	(void)json_object_update_new(rec, cells_json(a->failed));
@@ -128,7 +129,9 @@ agent_start_recovery(struct agent *a)
 	b = agent_binding(a, a->recovery_for);
 	agent_ev_repair(a, a->failed);
 	agent_ev_request_start(&a->recovery_req, a->failed->n, "repair", 0);
-	a->recovery_req.call = model_call(a->model, params, 0, &b,
-	    &recovery_ops, a);
+	req = a->recovery_req.n;
+	call = model_call(a->model, params, 0, &b, &recovery_ops, a);
+	if (a->recovery_req.n == req)	/* not ended and asked again */
+		a->recovery_req.call = call;
 	json_decref(params);
 }

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import textwrap
 import time
@@ -465,6 +466,41 @@ def test_rollback_follows_its_cell_end(tmp_path):
         assert nxt[0]["namespace"] == end["record"]["namespace"]
         if "threads_lost" in end["record"]:
             assert nxt[0]["threads_lost"] == end["record"]["threads_lost"]
+
+
+def started(cell):
+    """A predicate on stdout bytes: cell's cell_start line arrived."""
+    def pred(buf):
+        for line in buf.split(b"\n")[:-1]:
+            ev = json.loads(line)
+            if ev["type"] == "cell_start" and ev["cell"] == cell:
+                return True
+        return False
+    return pred
+
+
+def test_signal_stop(tmp_path):
+    """SIGTERM while a cell runs (sent once its cell_start arrived): a stop
+    of kind signal, then run_end, with the process's exit status."""
+    with ModelServer(first("import time\ntime.sleep(60)\n")) as srv:
+        p = subprocess.Popen(command(srv.base_url, []), cwd=tmp_path,
+                             env=env(tmp_path), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out = read_until(p.stdout.fileno(), b"", started(1),
+                             time.monotonic() + 30 * SLOW)
+            p.send_signal(signal.SIGTERM)
+            out += p.stdout.read()
+            p.wait(timeout=10 * SLOW)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == 128 + signal.SIGTERM
+    events = parse(out.decode())
+    check_stream(events)
+    assert events[-2]["type"] == "stop" and events[-2]["kind"] == "signal"
+    assert events[-2]["exit"] == events[-1]["exit"] == 143
 
 
 # --- the reader ------------------------------------------------------------------
