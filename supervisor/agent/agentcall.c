@@ -84,6 +84,7 @@ end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
 		p->gone |= gone;
 		if (model_end(a->model, p->call, why) == 0) {
 			pending_unlink(p);	/* not open: nothing runs */
+			agent_ev_request_end(&p->rq, "ModelError", why);
 			free(p);
 		}
 	}

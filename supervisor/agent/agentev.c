@@ -150,7 +150,7 @@ agent_ev_run_end(const struct agent *a, int rc)
 	    "tokens", (json_int_t)agent_tokens(a), "tokens_estimated",
 	    (json_int_t)a->tokens_est, "cost", cost >= 0 ? json_real(cost) :
 	    json_null(), "failures", (int)a->failures, "duration",
-	    loop_wall() - aev.started));
+	    aev.started > 0 ? loop_wall() - aev.started : 0.0));
 }
 
 void

@@ -174,17 +174,21 @@ def parse(stdout):
 
 def check_stream(events, dropped_ok=False):
     """seq counts from 0 (a gap only where cell_output was dropped);
-    run_start first, then stop, then run_end last; each cell's output
-    events join to the output its record kept."""
+    run_start first, one stop, after it only the ends of what it cut off,
+    run_end last; each cell's output events join to the output its record
+    kept."""
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs) and seqs[0] == 0, seqs
     if not dropped_ok:
         assert seqs == list(range(len(seqs))), seqs
     types = [e["type"] for e in events]
     assert types[0] == "run_start" and types[-1] == "run_end", types
-    assert types[-2] in ("stop", "budget_stop"), types
+    stops = [i for i, t in enumerate(types) if t in ("stop", "budget_stop")]
+    assert len(stops) == 1, types
+    assert set(types[stops[0] + 1:-1]) <= {"model_request_end",
+                                           "outage_wait_end"}, types
     assert types.count("run_start") == 1 and types.count("run_end") == 1
-    assert events[-1]["exit"] == events[-2]["exit"]
+    assert events[-1]["exit"] == events[stops[0]]["exit"]
     if dropped_ok:
         return
     for end in (e for e in events if e["type"] == "cell_end"):
@@ -347,6 +351,23 @@ def test_budget_stop(tmp_path):
     assert events[0]["limits"]["max_cells"] == 3
     assert [e["cell"] for e in of(events, "cell_end")] == [0, 1, 2]
     assert events[-1]["cells"] == 3
+
+
+def test_deadline_stop_ends_open_requests(tmp_path):
+    """--deadline while cell 1's model call waits for an answer that is
+    held back: budget_stop, then that request's end (cut off), run_end."""
+    script = first("r = call_me(input='PROBE-REQ')\n") + [
+        {"match": "PROBE-REQ", "hold": "never", "text": "late"}]
+    p, events = run_json(tmp_path, script, "--deadline", "2")
+    assert p.returncode == 4, show(p)
+    check_stream(events)
+    types = [e["type"] for e in events]
+    assert types[-3:] == ["budget_stop", "model_request_end", "run_end"], \
+        types
+    assert "run deadline of 2 s" in events[-3]["reason"]
+    end = events[-2]
+    assert end["cell"] == 1 and end["error"]["type"] == "ModelError", end
+    assert end["tokens_total"] == 0 and end["latency_ms"] > 0
 
 
 def test_failures_stop(tmp_path):
