@@ -155,7 +155,7 @@ emit(const char *type, json_t *fields, int droppable)
 	json_t *o;
 	char *s, *line;
 	size_t len;
-	int rc = -1;
+	int rc = 0;
 
 	o = json_pack("{s:i, s:s, s:I, s:f}", "v", EVENTS_VERSION, "type",
 	    type, "seq", (json_int_t)ev.seq++, "time", loop_wall());
@@ -178,7 +178,7 @@ emit(const char *type, json_t *fields, int droppable)
 	if (droppable)
 		rc = out_line(1, line, len + 1);
 	else
-		(out_record(1, line, len + 1), rc = 0);
+		out_record(1, line, len + 1);
 	free(line);
 	return rc;
 }
