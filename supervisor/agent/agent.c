@@ -35,6 +35,7 @@ extern char **environ;
 #include "supervisor/agent/agent_int.h"
 #include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
+#include "supervisor/front/events.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/cells/journal.h"
 #include "supervisor/loop/loop.h"
@@ -61,6 +62,8 @@ agent_stop(struct agent *a, int rc, const char *why)
 		a->stop_reason = strdup(why);
 	if (a->journal_broken)
 		rc = EXIT_JOURNAL;
+	if (!a->stopping)
+		agent_ev_stop(rc, why);
 	a->stopping = 1;
 	a->stop_rc = rc;
 	loop_stop(a->loop, rc);
@@ -181,6 +184,7 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 		return;
 	}
 	(void)agent_record_cell(a, c, 0);
+	agent_ev_cell_start(c);
 	if (a->cfg.verbose)
 		agent_show_code(c);
 	notify_status("cell %u: %s", c->n,
@@ -208,6 +212,7 @@ a_finished(void *ctx, struct cell *c)
 		mark_no_successor(c);
 	agent_calls_cell_over(a, c);
 	(void)agent_record_cell(a, c, 1);
+	agent_ev_cell_end(c);
 	agent_show_result(a, c);
 	if (c->status == CELL_EXITED) {
 		agent_stop(a, EXIT_OK, NULL);
@@ -237,7 +242,7 @@ a_fatal(void *ctx, const char *why)
 }
 
 static const struct runner_ops agent_runner_ops = {
-	agent_output, a_finished, agent_request, a_fatal
+	agent_output, a_finished, agent_request, a_fatal, agent_ev_kill
 };
 
 /*
@@ -283,6 +288,8 @@ agent_run(struct agent *a, const char *wpath)
 		fatal("agent: set-up");
 	out_set_redact(a->red);		/* the gate for everything shown */
 	out_attach(a->loop);
+	if (a->cfg.json)		/* stdout is the event stream's */
+		events_start(a->red);
 	if (agent_open_journal(a) < 0)	/* said why */
 		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
 	if (a->stopping)	/* ended already, or a crash loop */
@@ -293,7 +300,7 @@ agent_run(struct agent *a, const char *wpath)
 	notify_set_alive(a_alive, a);
 	a->signatures = json_object();
 	agent_start_deadline(a);
-	if (tui_init(a->loop, 1))
+	if (!events_enabled() && tui_init(a->loop, 1))
 		(void)atexit(tui_end);
 	config_runner(&rcfg, &a->cfg, wpath, 0);
 	rcfg.red = a->red;
@@ -308,6 +315,7 @@ agent_run(struct agent *a, const char *wpath)
 		    "isolation", runner_isolation(a->runner), "containment",
 		    runner_containment(a->runner)));
 	}
+	agent_ev_run_start(a);
 	if (a->runner == NULL)
 		return EXIT_WORKER;	/* said why */
 	runner_on_death(a->runner, agent_worker_death, a);
@@ -403,6 +411,7 @@ agent_main(int argc, char **argv)
 		rc = EXIT_USAGE;
 	else
 		rc = agent_run(&a, wpath);
+	agent_ev_run_end(&a, rc);
 	agent_free(&a);
 	free(wpath);
 	return rc;

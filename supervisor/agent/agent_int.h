@@ -28,6 +28,16 @@
 struct journal;
 struct pending;
 
+/* A model request, for its events (agentev.c). */
+struct agent_req {
+	uint64_t n;		/* 1, 2, ... in the run */
+	uint64_t call;		/* the model call, once started; 0: none */
+	uint32_t cell;		/* the cell that asked, or the failed one */
+	const char *purpose;	/* "call_me", "repair" */
+	uint64_t t0_us;
+	struct model_call_stats st;
+};
+
 struct agent {
 	struct config cfg;
 	struct view view;
@@ -75,6 +85,7 @@ struct agent {
 	char *restart_note;		/* for the next model request (resume) */
 	long long recovery_tokens_at;	/* the repair request's count_call */
 	size_t recovery_bytes, recovery_streamed;
+	struct agent_req recovery_req;	/* the repair request's events */
 	struct pending *calls;		/* the cells' model calls in flight */
 	struct runstop stops;		/* signals */
 };
@@ -123,6 +134,28 @@ int agent_resume(struct agent *a);
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
+
+/* agentev.c: the run's events (front/events.h; nothing while off) */
+void agent_ev_run_start(const struct agent *a);
+void agent_ev_run_end(const struct agent *a, int rc);
+void agent_ev_stop(int rc, const char *why);
+void agent_ev_cell_start(const struct cell *c);
+void agent_ev_cell_end(const struct cell *c);
+void agent_ev_kill(void *ctx, const struct cell *c, const char *stage,
+    const char *why);
+void agent_ev_repair(const struct agent *a, const struct cell *failed);
+void agent_ev_request_start(struct agent_req *q, uint32_t cell,
+    const char *purpose, int stream);
+void agent_ev_request_end(const struct agent_req *q, const char *type,
+    const char *msg);
+void agent_ev_outage(const struct agent *a, const struct model_outage *o);
+
+/* agentcall.c: the request of model call id (a cell's or the repair's),
+ * NULL when none is open */
+const struct agent_req *agent_call_req(const struct agent *a, uint64_t call);
+
+/* budget.c: USD spent by the run, < 0 without a price */
+double agent_cost_usd(const struct agent *a);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

@@ -35,6 +35,7 @@ struct pending {
 	int ended;
 	int gone;		/* the worker that asked died: no answer */
 	unsigned dropped;	/* stream events the worker had no room for */
+	struct agent_req rq;	/* for the events */
 };
 
 static int
@@ -83,6 +84,7 @@ end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
 		p->gone |= gone;
 		if (model_end(a->model, p->call, why) == 0) {
 			pending_unlink(p);	/* not open: nothing runs */
+			agent_ev_request_end(&p->rq, "ModelError", why);
 			free(p);
 		}
 	}
@@ -178,6 +180,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	size_t n;
 
 	pending_unlink(p);
+	agent_ev_request_end(&p->rq, type, msg);
 	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
@@ -219,9 +222,30 @@ call_progress(void *ctx, size_t delta_bytes)
 	tui_set_streaming(delta_bytes);
 }
 
+static void
+call_stats(void *ctx, const struct model_call_stats *s)
+{
+	struct pending *p = ctx;
+
+	p->rq.st = *s;
+}
+
 static const struct model_call_ops call_ops = {
-	call_event, call_progress, call_done
+	call_event, call_progress, call_done, call_stats
 };
+
+const struct agent_req *
+agent_call_req(const struct agent *a, uint64_t call)
+{
+	const struct pending *p;
+
+	if (a->recovering && a->recovery_req.call == call)
+		return &a->recovery_req;
+	for (p = a->calls; p != NULL; p = p->next)
+		if (p->call == call)
+			return &p->rq;
+	return NULL;
+}
 
 /*
  * A call_me body up to CALL_TREE_MAX is parsed into a jansson tree; a
@@ -345,6 +369,7 @@ a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
 		input = (struct jspan){ noted, n };
 	b = agent_binding(a, c->n);
 	call_begin(a, p, c->n);
+	agent_ev_request_start(&p->rq, c->n, "call_me", stream);
 	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
 	    &call_ops, p));
 	free(noted);
@@ -376,6 +401,8 @@ agent_request(void *ctx, struct cell *c, const struct msg_request *q)
 	agent_add_restart_note(a, json_object_get(body, "params"), "\n\n");
 	b = agent_binding(a, c->n);
 	call_begin(a, p, c->n);
+	agent_ev_request_start(&p->rq, c->n, "call_me",
+	    json_is_true(json_object_get(body, "stream")));
 	call_started(p, model_call(a->model, json_object_get(body, "params"),
 	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p));
 	json_decref(body);

@@ -43,6 +43,12 @@ agent_cost(const struct agent *a)
 	    u.cached, u.output);
 }
 
+double
+agent_cost_usd(const struct agent *a)
+{
+	return a->priced ? agent_cost(a) : -1;
+}
+
 /* ", $0.42" for the status lines when a price is known, else "". */
 const char *
 agent_cost_note(const struct agent *a, char *buf, size_t n)

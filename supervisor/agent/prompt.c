@@ -111,6 +111,7 @@ on_outage(void *ctx, const struct model_outage *o)
 
 	char what[160];
 
+	agent_ev_outage(a, o);
 	if (o->over != 0) {
 		tui_set_waiting(NULL);
 		notify_status("%s", o->over > 0 ? "the model answers again" :

@@ -57,6 +57,7 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 
 	(void)resp;
 	a->recovering = 0;
+	agent_ev_request_end(&a->recovery_req, type, msg);
 	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
 	    a->recovery_streamed);
 	if (type != NULL)
@@ -83,8 +84,16 @@ recovery_progress(void *ctx, size_t delta_bytes)
 	tui_set_streaming(delta_bytes);
 }
 
+static void
+recovery_stats(void *ctx, const struct model_call_stats *s)
+{
+	struct agent *a = ctx;
+
+	a->recovery_req.st = *s;
+}
+
 static const struct model_call_ops recovery_ops = {
-	NULL, recovery_progress, recovery_done
+	NULL, recovery_progress, recovery_done, recovery_stats
 };
 
 void
@@ -93,6 +102,7 @@ agent_start_recovery(struct agent *a)
 	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
 	struct host_binding b;
 	char *text, *clean;
+	uint64_t req, call;
 	size_t n;
 
 	(void)json_object_update_new(rec, cells_json(a->failed));
@@ -117,6 +127,11 @@ agent_start_recovery(struct agent *a)
 	a->recovery_streamed = 0;
 	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
 	b = agent_binding(a, a->recovery_for);
-	(void)model_call(a->model, params, 0, &b, &recovery_ops, a);
+	agent_ev_repair(a, a->failed);
+	agent_ev_request_start(&a->recovery_req, a->failed->n, "repair", 0);
+	req = a->recovery_req.n;
+	call = model_call(a->model, params, 0, &b, &recovery_ops, a);
+	if (a->recovery_req.n == req)	/* not ended and asked again */
+		a->recovery_req.call = call;
 	json_decref(params);
 }

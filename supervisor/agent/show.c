@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "supervisor/front/events.h"
 #include "supervisor/front/out.h"
 #include "supervisor/run/runner.h"
 
@@ -18,9 +19,11 @@ agent_output(void *ctx, const struct cell *c, int stream, const char *p,
     size_t n)
 {
 	(void)ctx;
-	(void)c;
 	/* a stalled reader loses only the live copy: the record keeps it */
-	out_cell(stream, p, n);
+	if (events_enabled())
+		events_cell_output(c != NULL ? (long)c->n : -1, stream, p, n);
+	else
+		out_cell(stream, p, n);
 }
 
 /* One line to stderr through the gate's queue (never blocks). */

@@ -288,7 +288,7 @@ x_fatal(void *ctx, const char *why)
 }
 
 static const struct runner_ops exec_ops = {
-	x_output, x_finished, x_request, x_fatal
+	x_output, x_finished, x_request, x_fatal, NULL
 };
 
 static int

@@ -439,6 +439,19 @@ out_record(int stream, const char *p, size_t n)
 	put_whole(q, p, n);
 }
 
+int
+out_line(int stream, const char *p, size_t n)
+{
+	struct outq *q = queue(stream);
+
+	if (written_now(q, p, n))
+		return q->mode == M_BROKEN ? -1 : 0;
+	if (q->len + n > OUT_QUEUE_MAX)
+		return -1;
+	put_whole(q, p, n);
+	return 0;
+}
+
 void
 out_cell(int stream, const char *p, size_t n)
 {

@@ -51,6 +51,11 @@ void out_msg(int stream, const char *p, size_t n);
  * OUT_RECORD_MAX; the queue grows for it while the reader is slow. */
 void out_record(int stream, const char *p, size_t n);
 
+/* A line that may be lost (an event carrying live output): queued whole
+ * while the queue holds at most OUT_QUEUE_MAX bytes, else dropped whole,
+ * with no notice in the stream (the caller counts it). 0, or -1 dropped. */
+int out_line(int stream, const char *p, size_t n);
+
 /* Cell output to stream 1 or 2: filtered for a terminal (termout.h),
  * dropped at line boundaries while the reader stalls. */
 void out_cell(int stream, const char *p, size_t n);

@@ -65,6 +65,14 @@ model_new(struct loop *l, const struct model_config *c, struct hosttools *h,
 	return m;
 }
 
+/* What the call took, to its caller (before done). */
+static void
+call_stats(struct call *c)
+{
+	if (c->ops.stats != NULL)
+		c->ops.stats(c->ctx, &c->st);
+}
+
 static void
 call_free(struct call *c)
 {
@@ -88,6 +96,7 @@ model_free(struct model *m)
 	http_free(m->http);
 	for (c = m->calls; c != NULL; c = next) {
 		next = c->next;
+		call_stats(c);
 		c->ops.done(c->ctx, NULL, "ModelError", "the run is ending");
 		call_free(c);
 	}
@@ -135,6 +144,7 @@ call_finish(struct call *c, const json_t *resp, const char *type,
 	struct model *m = c->m;
 
 	unlink_call(m, c);
+	call_stats(c);
 	c->ops.done(c->ctx, resp, type, msg);
 	call_free(c);
 }
@@ -153,6 +163,10 @@ round_done(struct call *c)
 		c->m->usage.cached += u->cached_tokens;
 		c->m->usage.output += u->output_tokens;
 		c->m->usage.total += u->total_tokens;
+		c->st.usage.input += u->input_tokens;
+		c->st.usage.cached += u->cached_tokens;
+		c->st.usage.output += u->output_tokens;
+		c->st.usage.total += u->total_tokens;
 	}
 	v = hosttools_handle(c->m->h, resp, &c->b, c->m->red, &outputs, &err);
 	if (v == HOST_ABORT) {
@@ -202,6 +216,8 @@ on_done(void *ctx, const struct http_result *r)
 	int partial;
 
 	c->http_id = 0;
+	c->st.requests++;
+	c->st.attempts += r->attempts;
 	if (!r->ok && !r->partial && !(r->aborted && r->status / 100 == 2)) {
 		call_failed(c, r);
 		return;
@@ -267,6 +283,7 @@ call_round(struct call *c)
 	o.headers = headers;
 	o.timeout_ms = c->m->cfg.timeout_ms;
 	/* while waiting out an outage, each try is one attempt */
+	c->st.outage_tries += c->out_tries > 0;
 	o.max_retries = c->out_tries > 0 ? HTTP_RETRIES_NONE :
 	    c->m->cfg.max_retries;
 	c->http_id = http_post(c->m->http, &o, &cb, c);

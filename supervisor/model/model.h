@@ -59,6 +59,22 @@ struct model_outage {
 
 typedef void model_outage_fn(void *ctx, const struct model_outage *o);
 
+/* The same usage by kind, what prices apply to (price.h). */
+struct model_usage {
+	long long input;	/* all input tokens, cached ones included */
+	long long cached;	/* the cached part of input */
+	long long output;	/* reasoning tokens included */
+	long long total;	/* as model_total_tokens() */
+};
+
+/* What one call took, told just before its done (model_call_ops.stats). */
+struct model_call_stats {
+	struct model_usage usage;	/* summed over its rounds */
+	unsigned requests;	/* HTTP requests: rounds and outage tries */
+	unsigned attempts;	/* of those, with the quick retries */
+	unsigned outage_tries;	/* of those, made while waiting out an outage */
+};
+
 struct model_call_ops {
 	/* A stream event for call_me(stream=True) (redacted JSON text). */
 	void (*event)(void *ctx, const char *json, size_t len);
@@ -72,6 +88,8 @@ struct model_call_ops {
 	 */
 	void (*done)(void *ctx, const json_t *response, const char *err_type,
 	    const char *err_msg);
+	/* Just before done: what the call took (NULL: not wanted). */
+	void (*stats)(void *ctx, const struct model_call_stats *s);
 };
 
 struct model;
@@ -131,14 +149,6 @@ void model_set_outage_observer(struct model *m, model_outage_fn *fn,
 long long model_total_tokens(const struct model *m);
 /* 1 while a call (a request, its retries or an outage wait) is open. */
 int model_busy(const struct model *m);
-
-/* The same usage by kind, what prices apply to (price.h). */
-struct model_usage {
-	long long input;	/* all input tokens, cached ones included */
-	long long cached;	/* the cached part of input */
-	long long output;	/* reasoning tokens included */
-	long long total;	/* as model_total_tokens() */
-};
 
 void model_usage(const struct model *m, struct model_usage *u);
 

@@ -46,6 +46,7 @@ struct call {
 	uint64_t out_t0_us;	/* monotonic start */
 	double out_since;	/* wall clock start */
 	unsigned out_tries;
+	struct model_call_stats st;	/* told at the end (ops.stats) */
 	struct call *next;
 };
 

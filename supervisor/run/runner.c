@@ -275,6 +275,19 @@ dispatch_pending(struct runner *r)
 
 /* --- the deadline: interrupt, grace, stack dump, kill ------------------- */
 
+/* The front end hears each step of the ladder. */
+static void
+tell_kill(struct runner *r, const char *stage)
+{
+	char why[96];
+
+	if (r->ops.kill == NULL || r->current == NULL)
+		return;
+	(void)snprintf(why, sizeof why, "the cell exceeded its %.3g s timeout",
+	    (double)r->cfg.cell_timeout_ms / 1000.0);
+	r->ops.kill(r->ctx, r->current, stage, why);
+}
+
 static void
 on_kill(struct loop *l, void *ctx)
 {
@@ -283,6 +296,7 @@ on_kill(struct loop *l, void *ctx)
 	(void)l;
 	r->stage_timer = 0;
 	r->kill_us = loop_now_us();
+	tell_kill(r, "kill");
 	worker_kill(r->w, NULL);
 }
 
@@ -310,6 +324,7 @@ on_grace(struct loop *l, void *ctx)
 	if (r->current == NULL)
 		return;
 	r->current->timeout_stage = "killed";
+	tell_kill(r, "stack_dump");
 	if (worker_dump_stacks(r->w) < 0) {
 		on_kill(l, r);
 		return;
@@ -328,6 +343,7 @@ on_deadline(struct loop *l, void *ctx)
 		return;
 	r->deadline_us = loop_now_us();
 	r->current->timeout_stage = "interrupted";
+	tell_kill(r, "interrupt");
 	(void)worker_interrupt(r->w);
 	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
 }

@@ -64,6 +64,11 @@ struct runner_ops {
 	    const struct msg_request *r);
 	/* The worker cannot be started: the run must end. */
 	void (*fatal)(void *ctx, const char *why);
+	/* A step of c's deadline ladder: stage "interrupt" (SIGINT),
+	 * "stack_dump" (the grace ran out), "kill" (SIGKILL of the tree);
+	 * why in one line. NULL: not wanted. */
+	void (*kill)(void *ctx, const struct cell *c, const char *stage,
+	    const char *why);
 };
 
 /*
