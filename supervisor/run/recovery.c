@@ -99,13 +99,16 @@ standby_death(struct runner *r, const struct worker_death *d)
 	log_debug("standby worker died: %s", why);
 	if (d->before_ready)
 		r->standby_failures++;
+	/* the worker was waiting for this one: start a fresh one instead */
+	if (worker_state(r->w) == WORKER_DOWN && r->respawn_timer == 0)
+		respawn(r, 0);
 	recovery_standby_soon(r);
 }
 
 /* The ready standby takes the dead worker's place; the dead one's struct
  * becomes the next standby. 0, or -1 when there is none ready. */
-static int
-take_standby(struct runner *r)
+int
+recovery_take_standby(struct runner *r)
 {
 	struct worker *dead = r->w;
 
@@ -283,7 +286,11 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 	} else if (c == NULL) {
 		log_warnx("worker died between cells (%s); restarting", why);
 	}
-	if (take_standby(r) == 0)
+	if (recovery_take_standby(r) == 0)
+		return;
+	/* a standby on its way is sooner than a fresh start: its READY
+	 * takes over (or its death starts one) */
+	if (r->standby != NULL && worker_state(r->standby) == WORKER_STARTING)
 		return;
 	respawn(r, d->before_ready);
 }

@@ -410,6 +410,9 @@ w_ready(struct worker *w, void *ctx)
 	    worker_python_version(w), worker_sandbox(w));
 	if (w != r->w) {
 		r->standby_failures = 0;
+		/* the worker died while this one started: it takes over */
+		if (worker_state(r->w) == WORKER_DOWN && r->respawn_timer == 0)
+			(void)recovery_take_standby(r);
 		return;
 	}
 	runner_worker_ready(r);

@@ -92,6 +92,9 @@ void recovery_death(struct worker *w, const struct worker_death *d,
 void recovery_finish_dead(struct runner *r);
 /* recovery.c: starts the standby soon (its first, or after a death). */
 void recovery_standby_soon(struct runner *r);
+/* recovery.c: the ready standby takes the dead worker's place (0), or
+ * -1 when it is not ready. */
+int recovery_take_standby(struct runner *r);
 /* runner.c: worker_ops.ready of the worker that runs the cells. */
 void runner_worker_ready(struct runner *r);
 

@@ -282,8 +282,9 @@ def test_worker_environment_is_allow_listed_and_fds_are_clean():
     for bad in ("MY_API_KEY", "SOME_TOKEN", "OPENAI_API_KEY", "RANDOM_VAR"):
         assert f"'{bad}'" not in names
     assert canaries == "0"
-    # stdio, the channel (3), the stack-dump pipe (4), and listdir's own fd
-    assert eval(fds)[:5] == [0, 1, 2, 3, 4] and len(eval(fds)) == 6
+    # stdio, the channel (3), the stack-dump pipe (4), the spare socket
+    # (5), and listdir's own fd
+    assert eval(fds)[:6] == [0, 1, 2, 3, 4, 5] and len(eval(fds)) == 7
 
 
 def test_pass_env_adds_a_variable_but_never_a_secret():
