@@ -13,8 +13,9 @@
  * repairs the channel state and the runtime, and sends READY.
  *
  * The discard kills with pidfd_send_signal where the seccomp profile
- * allows it; otherwise with kill(), but only while waitid says the
+ * allows it, otherwise with kill(); either only while waitid says the
  * snapshot is our unreaped child, so its pid cannot have been reused.
+ * It runs on the main thread only (after a DONE, at SNAP, at SHUTDOWN).
  */
 #include "worker/snap.h"
 
@@ -33,10 +34,6 @@
 #include "proto/proto.h"
 #include "worker/chan.h"
 #include "worker/py.h"
-
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
 
 static const char *snap_off;
 static int (*snap_ready)(void);
@@ -83,43 +80,45 @@ answer(uint32_t cell, pid_t pid, const char *threads, const char *error)
 
 /* ---- the discard (worker side) ---- */
 
-/* 1 while pid is our child and not yet reaped: alive (or a zombie). */
+/*
+ * 1 while pid is our child and not yet reaped (alive, or a zombie), so
+ * the pid cannot name another process; 0 once a cell's os.wait() reaped
+ * it. By pid, not pidfd: a cell's os.closerange() may have taken that.
+ */
 static int
-still_ours(pid_t pid, int pidfd)
+still_ours(pid_t pid)
 {
 	siginfo_t si;
 
 	memset(&si, 0, sizeof si);
-	if (waitid(pidfd >= 0 ? P_PIDFD : P_PID, pidfd >= 0 ? (id_t)pidfd :
-	    (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		return 0;	/* ECHILD: a cell's os.wait() reaped it */
-	return 1;
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
 }
 
 static void
-reap(pid_t pid, int pidfd)
+reap(pid_t pid)
 {
 	siginfo_t si;
 	int rc;
 
 	do
-		rc = waitid(pidfd >= 0 ? P_PIDFD : P_PID, pidfd >= 0 ?
-		    (id_t)pidfd : (id_t)pid, &si, WEXITED);
-	while (rc < 0 && errno == EINTR);
+		rc = waitid(P_PID, (id_t)pid, &si, WEXITED);
+	while (rc < 0 && errno == EINTR);	/* ECHILD: reaped already */
 }
 
 void
 snap_discard(void)
 {
-	pid_t pid = __atomic_exchange_n(&snap_pid, 0, __ATOMIC_SEQ_CST);
-	int pidfd = __atomic_exchange_n(&snap_pidfd, -1, __ATOMIC_SEQ_CST);
+	pid_t pid = snap_pid;
+	int pidfd = snap_pidfd;
 
 	if (pid <= 0)
 		return;
-	if (still_ours(pid, pidfd) && (pidfd < 0 ||
+	snap_pid = 0;
+	snap_pidfd = -1;
+	if (still_ours(pid) && (pidfd < 0 ||
 	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0))
-		(void)kill(pid, SIGKILL);
-	reap(pid, pidfd);
+		(void)kill(pid, SIGKILL);	/* seccomp refuses the above */
+	reap(pid);
 	if (pidfd >= 0)
 		(void)close(pidfd);
 }

@@ -304,6 +304,8 @@ def rolled_back(start, made, before, failing, args=("--sandbox", "default")):
     cell = len(before) + 1
     snapped = w.snap(cell)
     assert snapped[1] > 0 and snapped[3] == ""
+    with open(f"/proc/{snapped[1]}/oom_score_adj") as f:
+        assert f.read() == "0\n"  # the worker (1000) goes first
     w.start_cell(cell, failing)
     w.kill()
     p = promote(w, snapped[1], 9)
@@ -319,8 +321,9 @@ HANG = "print('started', flush=True)\nimport time\nwhile True: time.sleep(1)\n"
 def test_rollback_restores_the_namespace(workers):
     start, made = workers
     p, _ = rolled_back(start, made, ["x = 1"], "x = 2\ny = 3\n" + HANG)
-    st, etype, tb, out = p.run(2, "print(x, 'y' in globals())")
-    assert (st, out) == (0, "1 False\n"), (etype, tb)
+    st, etype, tb, out = p.run(2, "print(x, 'y' in globals())\n"
+                                  "print(open('/proc/self/oom_score_adj').read())")
+    assert (st, out) == (0, "1 False\n1000\n\n"), (etype, tb)
     # the promoted worker takes snapshots itself, and discards them
     again = p.snap(3)
     assert again[1] > 0 and again[3] == ""
@@ -407,11 +410,12 @@ def attempt(pid):
     rc = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
     tr = errno.errorcode[ctypes.get_errno()] if rc < 0 else "attached"
     if rc == 0:
+        os.waitpid(pid, 0)  # its attach stop
         libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
     return mem, tr
 child = subprocess.Popen(["sleep", "60"])
 print("control", *attempt(child.pid))
-child.kill(); child.wait()
+os.kill(child.pid, 9); child.wait()
 print("snapshot", *attempt(%d))
 """
 
@@ -475,6 +479,11 @@ def test_done_discards_and_reaps_the_snapshot(workers):
     third = w.snap(3)[1]
     assert w.run(3, f"import os\nos.kill({third}, 9)\nos.waitpid({third}, 0)")[0] == 0
     assert w.run(4, "print('still here')")[3] == "still here\n"
+    # and one that closed our pidfd (os.closerange, as daemon code does)
+    fourth = w.snap(5)[1]
+    assert w.run(5, "import os\nos.closerange(6, 4096)")[0] == 0
+    assert w.run(6, "pass")[0] == 0
+    assert not os.path.exists(f"/proc/{fourth}")
     w.send(SHUTDOWN, [])
     assert w.proc.wait(TIMEOUT) == 0
 
