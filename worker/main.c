@@ -209,9 +209,9 @@ serve(size_t output_limit)
 		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
 		msg_clear(&done);
-		py_nogil(snap_discard);	/* the cell ended: no rollback */
+		snap_discard();	/* the cell ended: no rollback */
 	}
-	py_nogil(snap_discard);
+	snap_discard();
 }
 
 int

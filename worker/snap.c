@@ -39,6 +39,10 @@ static const char *snap_off;
 static int (*snap_ready)(void);
 static pid_t snap_pid;		/* 0: no snapshot */
 static int snap_pidfd = -1;
+/* The worker's own settings, changed around the fork: restored in the
+ * worker after it and in a promoted snapshot. */
+static int snap_dumpable = 1;
+static char snap_oom[16] = "1000";
 
 void
 snap_init(const char *off, int (*send_ready)(void))
@@ -105,14 +109,13 @@ reap(pid_t pid)
 	while (rc < 0 && errno == EINTR);	/* ECHILD: reaped already */
 }
 
-void
-snap_discard(void)
+/* Without the GIL: the kill, and the wait for the snapshot's end. */
+static void
+discard(void)
 {
 	pid_t pid = snap_pid;
 	int pidfd = snap_pidfd;
 
-	if (pid <= 0)
-		return;
 	snap_pid = 0;
 	snap_pidfd = -1;
 	if (still_ours(pid) && (pidfd < 0 ||
@@ -123,18 +126,35 @@ snap_discard(void)
 		(void)close(pidfd);
 }
 
+void
+snap_discard(void)
+{
+	if (snap_pid > 0)	/* else the GIL is not even released */
+		py_nogil(discard);
+}
+
 /* ---- the snapshot (child side) ---- */
 
-/* Writes our own oom_score_adj (needs us dumpable: /proc/self is ours). */
+/*
+ * Writes our own oom_score_adj (we must be dumpable: an undumpable
+ * process's /proc files are root's); old, when not NULL, gets the value
+ * it replaced.
+ */
 static void
-oom_adj(const char *v)
+oom_adj(const char *v, char *old, size_t size)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+	ssize_t n;
 
-	if (fd >= 0) {
-		(void)!write(fd, v, strlen(v));
-		(void)close(fd);
+	if (fd < 0)
+		return;
+	if (old != NULL && (n = read(fd, old, size - 1)) > 0) {
+		old[n] = '\0';
+		old[strcspn(old, "\n")] = '\0';
+		(void)lseek(fd, 0, SEEK_SET);
 	}
+	(void)!write(fd, v, strlen(v));
+	(void)close(fd);
 }
 
 /* 1-4 on /dev/null: the snapshot keeps none of the worker's pipes. */
@@ -264,8 +284,8 @@ promote(const sigset_t *mask)
 	install_fds(fds);
 	drain_signals();
 	(void)sigprocmask(SIG_SETMASK, mask, NULL);
-	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-	oom_adj("1000");
+	(void)prctl(PR_SET_DUMPABLE, snap_dumpable, 0, 0, 0);
+	oom_adj(snap_oom, NULL, 0);
 	py_fork_child();
 	chan_reset(pm.generation);
 	py_promoted();
@@ -300,14 +320,15 @@ fork_undumpable(void)
 	pid_t pid;
 	int e;
 
-	oom_adj("0");
+	snap_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1;
+	oom_adj("0", snap_oom, sizeof snap_oom);
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	pid = fork();
 	if (pid == 0)
 		return 0;
 	e = errno;
-	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-	oom_adj("1000");
+	(void)prctl(PR_SET_DUMPABLE, snap_dumpable, 0, 0, 0);
+	oom_adj(snap_oom, NULL, 0);
 	errno = e;
 	return pid;
 }
@@ -323,7 +344,7 @@ snap_take(uint32_t cell)
 		return answer(cell, 0, "", snap_off);
 	if (!spare_ok())
 		return answer(cell, 0, "", "no spare socket");
-	py_nogil(snap_discard);
+	snap_discard();
 	threads = py_snap_threads();
 	py_fork_before();
 	pid = fork_undumpable();
