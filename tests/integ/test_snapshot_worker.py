@@ -332,6 +332,25 @@ def test_rollback_restores_the_namespace(workers):
     assert not os.path.exists(f"/proc/{again[1]}")
 
 
+def test_snap_and_exec_pipelined(workers):
+    """SNAP and EXEC sent together, read by a thread that holds the reader
+    role (a request never answered): SNAPPED, then the cell's DONE."""
+    start, _ = workers
+    w = start("--sandbox", "default")
+    w.answer = lambda m: None
+    assert w.run(1, "import agentz_runtime, threading\n"
+                    "threading.Thread(target=agentz_runtime.host_request,"
+                    " args=('hold', b''), daemon=True).start()\n")[0] == 0
+    while not w.requests:  # then the thread holds the reader role
+        w._answer(*w.recv())
+    for _ in range(20):
+        snap, run = _pack([2]), _pack([2, b"x = 2"])
+        w.ends.chan.sendall(struct.pack(">IHH", len(snap), SNAP, 0) + snap +
+                            struct.pack(">IHH", len(run), EXEC, 0) + run)
+        assert w.expect(SNAPPED)[1] > 0
+        assert w.expect(DONE)[:2] == [2, 0]
+
+
 def test_threads_are_named_and_gone_after_promotion(workers):
     start, made = workers
     bg = ("import threading\nev = threading.Event()\n"
