@@ -157,17 +157,16 @@ oom_adj(const char *v, char *old, size_t size)
 	(void)close(fd);
 }
 
-/* 1-4 on /dev/null: the snapshot keeps none of the worker's pipes. */
+/* 1-4 on /dev/null (closed, without one): the snapshot keeps none of
+ * the worker's pipes, nor its end of the channel. */
 static void
 quiet_fds(void)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC), i;
 
-	if (fd < 0)
-		fd = dup(0);
 	for (i = 1; i <= WORKER_DUMP_FD; i++)
 		if (fd != i)
-			(void)dup2(fd, i);
+			(void)(fd >= 0 ? dup2(fd, i) : close(i));
 	if (fd > WORKER_DUMP_FD)
 		(void)close(fd);
 }

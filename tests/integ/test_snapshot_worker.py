@@ -239,6 +239,20 @@ class Worker:
             os.close(fd)
 
 
+def at_eof(fd):
+    """Reads fd (non-blocking) until EOF; False if it stays open."""
+    os.set_blocking(fd, False)
+    while True:
+        r, _, _ = select.select([fd], [], [], TIMEOUT)
+        if not r:
+            return False
+        try:
+            if not os.read(fd, 65536):
+                return True
+        except BlockingIOError:
+            pass
+
+
 def dead(pidfd, timeout):
     r, _, _ = select.select([pidfd], [], [], timeout)
     return bool(r)
@@ -308,6 +322,9 @@ def rolled_back(start, made, before, failing, args=("--sandbox", "default")):
         assert f.read() == "0\n"  # the worker (1000) goes first
     w.start_cell(cell, failing)
     w.kill()
+    # the snapshot holds none of the old pipes nor the old channel
+    for fd in (w.ends.out_r, w.ends.err_r, w.ends.dump_r, w.ends.chan.fileno()):
+        assert at_eof(fd)
     p = promote(w, snapped[1], 9)
     made.append(p)
     p.ready = p.expect(READY)
