@@ -500,9 +500,10 @@ def test_a_killed_snapshot_is_found_gone(workers):
     os.close(pidfd)
 
 
-def test_done_discards_and_reaps_the_snapshot(workers):
+@pytest.mark.parametrize("profile", ["off", "default"])  # pidfd / kill
+def test_done_discards_and_reaps_the_snapshot(workers, profile):
     start, _ = workers
-    w = start("--sandbox", "default")
+    w = start("--sandbox", profile)
     first = w.snap(1)[1]
     second = w.snap(1)[1]  # a second SNAP discards the first at once
     assert first != second and not os.path.exists(f"/proc/{first}")
