@@ -239,6 +239,21 @@ class Worker:
             os.close(fd)
 
 
+def read_until(fd, want):
+    """Reads fd (non-blocking) until want came; False if it never does."""
+    os.set_blocking(fd, False)
+    buf = b""
+    while want not in buf:
+        r, _, _ = select.select([fd], [], [], TIMEOUT)
+        if not r:
+            return False
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return False
+        buf += chunk
+    return True
+
+
 def at_eof(fd):
     """Reads fd (non-blocking) until EOF; False if it stays open."""
     os.set_blocking(fd, False)
@@ -347,6 +362,11 @@ def test_rollback_restores_the_namespace(workers):
     assert p.run(3, "x = 4")[0] == 0
     assert p.run(4, "print(x)")[3] == "4\n"
     assert not os.path.exists(f"/proc/{again[1]}")
+    # stderr and the stack dump reach the new pipes
+    p.start_cell(5, "import sys\nprint('to err', file=sys.stderr)\n" + HANG)
+    assert read_until(p.ends.err_r, b"to err\n")
+    os.kill(p.pid, signal.SIGRTMIN + 3)
+    assert read_until(p.ends.dump_r, b'File "<cell-5>"')
 
 
 def test_snap_and_exec_pipelined(workers):
