@@ -98,7 +98,7 @@ def test_snap_and_exec_pipelined(workers):
                     "threading.Thread(target=agentz_runtime.host_request,"
                     " args=('hold', b''), daemon=True).start()\n")[0] == 0
     while not w.requests:  # then the thread holds the reader role
-        w._answer(*w.recv())
+        w.handle(*w.recv())
     for _ in range(20):
         w.ends.chan.sendall(frame(SNAP, [2]) + frame(EXEC, [2, b"x = 2"]))
         assert w.expect(SNAPPED)[1] > 0

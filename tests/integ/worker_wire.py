@@ -172,9 +172,9 @@ class Worker:
             mtype, m = self.recv()
             if mtype == want:
                 return m
-            self._answer(mtype, m)
+            self.handle(mtype, m)
 
-    def _answer(self, mtype, m):
+    def handle(self, mtype, m):
         assert mtype == REQUEST, (mtype, m)
         if m[2] == "runtime_info":  # the first cell's
             self.send(REPLY, [m[0], 0, b"{}"])
@@ -213,7 +213,7 @@ class Worker:
                                     max(0, deadline - time.monotonic()))
             assert r, "the cell never printed %r" % mark
             if self.ends.chan in r:
-                self._answer(*self.recv())
+                self.handle(*self.recv())
             if self.ends.out_r in r:
                 buf += os.read(self.ends.out_r, 65536)
 
