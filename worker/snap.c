@@ -1,12 +1,13 @@
 /*
  * snap.c - the worker's namespace snapshots (see snap.h, proto.h).
  *
- * The snapshot is a fork of the worker taken between cells. It makes
- * itself undumpable at once (a same-uid cell can then neither ptrace it
- * nor write its memory through /proc/PID/mem), leaves the worker's
- * session, blocks every signal it can, holds none of the worker's pipes
- * or channel (/dev/null on 1-4) and waits in recvmsg on the spare socket,
- * running no Python. Promotion installs the descriptors it is sent,
+ * The snapshot is a fork of the worker taken between cells. It is born
+ * undumpable (the worker clears its own flag around the fork), so a
+ * same-uid cell can neither ptrace it nor write its memory through
+ * /proc/PID/mem, and with oom_score_adj 0 (the worker has 1000). It
+ * leaves the worker's session, blocks every signal it can, holds none of
+ * the worker's pipes or channel (/dev/null on 1-4) and waits in recvmsg
+ * on the spare socket, running no Python. Promotion installs the descriptors it is sent,
  * drops the signals that arrived meanwhile, then lets CPython finish its
  * after-fork work (PyOS_AfterFork_Child runs here, not at the fork, so
  * that at-fork hooks a cell registered never run in a waiting snapshot),
