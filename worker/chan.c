@@ -36,8 +36,11 @@ static pthread_mutex_t chan_wlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t chan_turn;	/* role freed or a frame delivered */
 static int chan_reading;		/* a thread holds the reader role */
-static struct msg chan_exec;		/* valid when chan_exec_full */
-static int chan_exec_full;
+/* The main thread's slots: a SNAP and the EXEC it precedes may both be
+ * waiting (the supervisor need not wait for SNAPPED); SNAP goes first. */
+enum { SLOT_SNAP, SLOT_EXEC, SLOTS };
+static struct msg chan_slot[SLOTS];	/* valid when chan_slot_full */
+static int chan_slot_full[SLOTS];
 static int chan_shutdown;
 static struct waiter *chan_waiters;
 static uint64_t chan_next_id = 1;
@@ -86,14 +89,17 @@ void
 chan_reset(uint32_t generation)
 {
 	struct waiter *w;
+	int i;
 
 	(void)pthread_mutex_init(&chan_wlock, NULL);
 	(void)pthread_mutex_init(&chan_lock, NULL);
 	init_turn();
 	chan_reading = 0;
-	if (chan_exec_full)
-		msg_clear(&chan_exec);
-	chan_exec_full = 0;
+	for (i = 0; i < SLOTS; i++) {
+		if (chan_slot_full[i])
+			msg_clear(&chan_slot[i]);
+		chan_slot_full[i] = 0;
+	}
 	chan_shutdown = 0;
 	while ((w = chan_waiters) != NULL) {
 		chan_waiters = w->next;
@@ -149,14 +155,19 @@ deliver(struct msg *m, uint64_t id)
 static void
 post_exec(struct msg *m)
 {
-	if (chan_exec_full)	/* the supervisor never sends two */
-		_exit(WEXIT_PROTOCOL);
+	int slot;
+
 	if (m == NULL) {
+		if (chan_slot_full[SLOT_EXEC])	/* before its DONE */
+			_exit(WEXIT_PROTOCOL);
 		chan_shutdown = 1;
-	} else {
-		chan_exec = *m;
-		chan_exec_full = 1;
+		return;
 	}
+	slot = m->type == MSG_SNAP ? SLOT_SNAP : SLOT_EXEC;
+	if (chan_slot_full[slot])	/* the supervisor never sends two */
+		_exit(WEXIT_PROTOCOL);
+	chan_slot[slot] = *m;
+	chan_slot_full[slot] = 1;
 }
 
 /* Under chan_lock: routes one frame read by the reader. */
@@ -279,23 +290,25 @@ static int
 exec_ready(const void *arg)
 {
 	(void)arg;
-	return chan_exec_full || chan_shutdown;
+	return chan_slot_full[SLOT_SNAP] || chan_slot_full[SLOT_EXEC] ||
+	    chan_shutdown;
 }
 
 int
 chan_wait_exec(struct msg *m)
 {
-	int got;
+	int slot;
 
 	(void)pthread_mutex_lock(&chan_lock);
 	(void)await(exec_ready, NULL, NULL);
-	got = chan_exec_full;
-	if (got) {
-		*m = chan_exec;
-		chan_exec_full = 0;
+	for (slot = 0; slot < SLOTS && !chan_slot_full[slot]; slot++)
+		;
+	if (slot < SLOTS) {
+		*m = chan_slot[slot];
+		chan_slot_full[slot] = 0;
 	}
 	(void)pthread_mutex_unlock(&chan_lock);
-	return got;
+	return slot < SLOTS;
 }
 
 uint64_t

@@ -55,8 +55,9 @@ usage(void)
 {
 	(void)fprintf(stderr, "usage: agentz-worker [--sandbox off|default|"
 	    "strict] [--sandbox-debug] [--protect-pid N] [--protect-pgid N] "
-	    "[--max-frame BYTES] [--output-limit BYTES] [--no-sysv] [--generation N]\n(started by agentz, with the "
-	    "control channel on fd 3)\n");
+	    "[--max-frame BYTES] [--output-limit BYTES] [--no-sysv] "
+	    "[--generation N]\n(started by agentz, with the control channel "
+	    "on fd 3)\n");
 	_exit(WEXIT_USAGE);
 }
 
@@ -76,6 +77,7 @@ num_arg(const char *s)
 static void
 parse_args(int argc, char **argv, struct wconfig *c)
 {
+	long v;
 	int i;
 
 	c->profile = SANDBOX_DEFAULT;
@@ -106,8 +108,12 @@ parse_args(int argc, char **argv, struct wconfig *c)
 			c->output_limit = (size_t)num_arg(argv[++i]);
 		else if (strcmp(argv[i], "--memory-limit") == 0)
 			c->data_limit = (unsigned long long)num_arg(argv[++i]);
-		else if (strcmp(argv[i], "--generation") == 0)
-			c->generation = (uint32_t)num_arg(argv[++i]);
+		else if (strcmp(argv[i], "--generation") == 0) {
+			v = num_arg(argv[++i]);
+			if (v > (long)UINT32_MAX)
+				usage();
+			c->generation = (uint32_t)v;
+		}
 		else
 			usage();
 	}
@@ -209,9 +215,9 @@ serve(size_t output_limit)
 		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
 		msg_clear(&done);
-		py_nogil(snap_discard);	/* the cell ended: no rollback */
+		snap_discard();	/* the cell ended: no rollback */
 	}
-	py_nogil(snap_discard);
+	snap_discard();
 }
 
 int

@@ -1,20 +1,22 @@
 /*
  * snap.c - the worker's namespace snapshots (see snap.h, proto.h).
  *
- * The snapshot is a fork of the worker taken between cells. It makes
- * itself undumpable at once (a same-uid cell can then neither ptrace it
- * nor write its memory through /proc/PID/mem), leaves the worker's
- * session, blocks every signal it can, holds none of the worker's pipes
- * or channel (/dev/null on 1-4) and waits in recvmsg on the spare socket,
- * running no Python. Promotion installs the descriptors it is sent,
+ * The snapshot is a fork of the worker taken between cells. It is born
+ * undumpable (the worker clears its own flag around the fork), so a
+ * same-uid cell can neither ptrace it nor write its memory through
+ * /proc/PID/mem, and with oom_score_adj 0 (the worker has 1000). It
+ * leaves the worker's session, blocks every signal it can, holds none of
+ * the worker's pipes or channel (/dev/null on 1-4) and waits in recvmsg
+ * on the spare socket, running no Python. Promotion installs the descriptors it is sent,
  * drops the signals that arrived meanwhile, then lets CPython finish its
  * after-fork work (PyOS_AfterFork_Child runs here, not at the fork, so
  * that at-fork hooks a cell registered never run in a waiting snapshot),
  * repairs the channel state and the runtime, and sends READY.
  *
  * The discard kills with pidfd_send_signal where the seccomp profile
- * allows it; otherwise with kill(), but only while waitid says the
+ * allows it, otherwise with kill(); either only while waitid says the
  * snapshot is our unreaped child, so its pid cannot have been reused.
+ * It runs on the main thread only (after a DONE, at SNAP, at SHUTDOWN).
  */
 #include "worker/snap.h"
 
@@ -34,14 +36,14 @@
 #include "worker/chan.h"
 #include "worker/py.h"
 
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
 static const char *snap_off;
 static int (*snap_ready)(void);
 static pid_t snap_pid;		/* 0: no snapshot */
 static int snap_pidfd = -1;
+/* The worker's own settings, changed around the fork: restored in the
+ * worker after it and in a promoted snapshot. */
+static int snap_dumpable = 1;
+static char snap_oom[16] = "1000";
 
 void
 snap_init(const char *off, int (*send_ready)(void))
@@ -83,72 +85,89 @@ answer(uint32_t cell, pid_t pid, const char *threads, const char *error)
 
 /* ---- the discard (worker side) ---- */
 
-/* 1 while pid is our child and not yet reaped: alive (or a zombie). */
+/*
+ * 1 while pid is our child and not yet reaped (alive, or a zombie), so
+ * the pid cannot name another process; 0 once a cell's os.wait() reaped
+ * it. By pid, not pidfd: a cell's os.closerange() may have taken that.
+ */
 static int
-still_ours(pid_t pid, int pidfd)
+still_ours(pid_t pid)
 {
 	siginfo_t si;
 
 	memset(&si, 0, sizeof si);
-	if (waitid(pidfd >= 0 ? P_PIDFD : P_PID, pidfd >= 0 ? (id_t)pidfd :
-	    (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		return 0;	/* ECHILD: a cell's os.wait() reaped it */
-	return 1;
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
 }
 
 static void
-reap(pid_t pid, int pidfd)
+reap(pid_t pid)
 {
 	siginfo_t si;
 	int rc;
 
 	do
-		rc = waitid(pidfd >= 0 ? P_PIDFD : P_PID, pidfd >= 0 ?
-		    (id_t)pidfd : (id_t)pid, &si, WEXITED);
-	while (rc < 0 && errno == EINTR);
+		rc = waitid(P_PID, (id_t)pid, &si, WEXITED);
+	while (rc < 0 && errno == EINTR);	/* ECHILD: reaped already */
+}
+
+/* Without the GIL: the kill, and the wait for the snapshot's end. */
+static void
+discard(void)
+{
+	pid_t pid = snap_pid;
+	int pidfd = snap_pidfd;
+
+	snap_pid = 0;
+	snap_pidfd = -1;
+	if (still_ours(pid) && (pidfd < 0 ||
+	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0))
+		(void)kill(pid, SIGKILL);	/* seccomp refuses the above */
+	reap(pid);
+	if (pidfd >= 0)
+		(void)close(pidfd);
 }
 
 void
 snap_discard(void)
 {
-	pid_t pid = __atomic_exchange_n(&snap_pid, 0, __ATOMIC_SEQ_CST);
-	int pidfd = __atomic_exchange_n(&snap_pidfd, -1, __ATOMIC_SEQ_CST);
-
-	if (pid <= 0)
-		return;
-	if (still_ours(pid, pidfd) && (pidfd < 0 ||
-	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0))
-		(void)kill(pid, SIGKILL);
-	reap(pid, pidfd);
-	if (pidfd >= 0)
-		(void)close(pidfd);
+	if (snap_pid > 0)	/* else the GIL is not even released */
+		py_nogil(discard);
 }
 
 /* ---- the snapshot (child side) ---- */
 
-/* Writes our own oom_score_adj (needs us dumpable: /proc/self is ours). */
+/*
+ * Writes our own oom_score_adj (we must be dumpable: an undumpable
+ * process's /proc files are root's); old, when not NULL, gets the value
+ * it replaced.
+ */
 static void
-oom_adj(const char *v)
+oom_adj(const char *v, char *old, size_t size)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+	ssize_t n;
 
-	if (fd >= 0) {
-		(void)!write(fd, v, strlen(v));
-		(void)close(fd);
+	if (fd < 0)
+		return;
+	if (old != NULL && (n = read(fd, old, size - 1)) > 0) {
+		old[n] = '\0';
+		old[strcspn(old, "\n")] = '\0';
+		(void)lseek(fd, 0, SEEK_SET);
 	}
+	(void)!write(fd, v, strlen(v));
+	(void)close(fd);
 }
 
-/* 1-4 on /dev/null: the snapshot keeps none of the worker's pipes. */
+/* 1-4 on /dev/null (closed, without one): the snapshot keeps none of
+ * the worker's pipes, nor its end of the channel. */
 static void
 quiet_fds(void)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC), i;
 
-	if (fd < 0)
-		fd = dup(0);
 	for (i = 1; i <= WORKER_DUMP_FD; i++)
 		if (fd != i)
-			(void)dup2(fd, i);
+			(void)(fd >= 0 ? dup2(fd, i) : close(i));
 	if (fd > WORKER_DUMP_FD)
 		(void)close(fd);
 }
@@ -265,8 +284,8 @@ promote(const sigset_t *mask)
 	install_fds(fds);
 	drain_signals();
 	(void)sigprocmask(SIG_SETMASK, mask, NULL);
-	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-	oom_adj("1000");
+	(void)prctl(PR_SET_DUMPABLE, snap_dumpable, 0, 0, 0);
+	oom_adj(snap_oom, NULL, 0);
 	py_fork_child();
 	chan_reset(pm.generation);
 	py_promoted();
@@ -301,14 +320,15 @@ fork_undumpable(void)
 	pid_t pid;
 	int e;
 
-	oom_adj("0");
+	snap_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1;
+	oom_adj("0", snap_oom, sizeof snap_oom);
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	pid = fork();
 	if (pid == 0)
 		return 0;
 	e = errno;
-	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-	oom_adj("1000");
+	(void)prctl(PR_SET_DUMPABLE, snap_dumpable, 0, 0, 0);
+	oom_adj(snap_oom, NULL, 0);
 	errno = e;
 	return pid;
 }
@@ -324,7 +344,7 @@ snap_take(uint32_t cell)
 		return answer(cell, 0, "", snap_off);
 	if (!spare_ok())
 		return answer(cell, 0, "", "no spare socket");
-	py_nogil(snap_discard);
+	snap_discard();
 	threads = py_snap_threads();
 	py_fork_before();
 	pid = fork_undumpable();

@@ -22,7 +22,8 @@ void snap_init(const char *off, int (*send_ready)(void));
  * caller goes on serving as the worker.
  */
 int snap_take(uint32_t cell);
-/* Kills and reaps the snapshot, if any (any thread, without the GIL). */
+/* Kills and reaps the snapshot, if any (main thread, GIL held: it is
+ * released for the reaping). */
 void snap_discard(void);
 
 #endif

@@ -1,271 +1,19 @@
-"""Namespace snapshots, worker side (issue 12): this test plays the
-supervisor against the real build/agentz-worker, speaking proto/proto.h's
-framing itself (8-byte header + msgpack array, encoded here by hand), with
-the worker's fds placed as agentz places them (3 channel, 1-2 pipes, 4 dump
-pipe, 5 spare SOCK_SEQPACKET socket) and its capabilities dropped.
+"""Namespace snapshots, worker side (issue 12): the test plays the
+supervisor against the real build/agentz-worker (worker_wire.py), no
+agentz involved.
 """
-import ctypes
-import fcntl
 import os
-import select
 import signal
 import socket
 import struct
-import subprocess
 import time
 
 import pytest
 
-from agentz_util import WORKER
-
-READY, EXEC, DONE, REQUEST, REPLY, EVENT, SHUTDOWN, SNAP, SNAPPED = range(1, 10)
-PROMOTE_MAGIC = 0x415A5052
-WEXIT_PROTOCOL = 66
-TIMEOUT = 30
-LIBC = ctypes.CDLL(None, use_errno=True)
-
-# --- msgpack, the few types the protocol uses --------------------------------
-
-
-def _pack(v):
-    if isinstance(v, int):
-        for lim, head, fmt in ((0x80, b"", "B"), (1 << 8, b"\xcc", "B"),
-                               (1 << 16, b"\xcd", ">H"), (1 << 32, b"\xce", ">I")):
-            if v < lim:
-                return head + struct.pack(fmt, v)
-        return b"\xcf" + struct.pack(">Q", v)
-    if isinstance(v, str):
-        b = v.encode()
-        n = len(b)
-        if n < 32:
-            return bytes([0xA0 | n]) + b
-        return (b"\xd9" + struct.pack("B", n) if n < 256 else
-                b"\xda" + struct.pack(">H", n) if n < 65536 else
-                b"\xdb" + struct.pack(">I", n)) + b
-    if isinstance(v, bytes):
-        n = len(v)
-        return (b"\xc4" + struct.pack("B", n) if n < 256 else
-                b"\xc5" + struct.pack(">H", n) if n < 65536 else
-                b"\xc6" + struct.pack(">I", n)) + v
-    assert len(v) < 16
-    return bytes([0x90 | len(v)]) + b"".join(_pack(x) for x in v)
-
-
-def _unpack(b, i=0):
-    t = b[i]
-    if t < 0x80:
-        return t, i + 1
-    if 0x90 <= t <= 0x9F:
-        out, i = [], i + 1
-        for _ in range(t & 15):
-            x, i = _unpack(b, i)
-            out.append(x)
-        return out, i
-    if 0xA0 <= t <= 0xBF:
-        n = t & 31
-        return b[i + 1:i + 1 + n].decode(), i + 1 + n
-    sizes = {0xcc: ("B", 1), 0xcd: (">H", 2), 0xce: (">I", 4), 0xcf: (">Q", 8),
-             0xd9: ("B", 1), 0xda: (">H", 2), 0xdb: (">I", 4),
-             0xc4: ("B", 1), 0xc5: (">H", 2), 0xc6: (">I", 4)}
-    fmt, k = sizes[t]
-    (n,) = struct.unpack_from(fmt, b, i + 1)
-    if 0xcc <= t <= 0xcf:
-        return n, i + 1 + k
-    s = b[i + 1 + k:i + 1 + k + n]
-    return (s.decode() if t >= 0xd9 else s), i + 1 + k + n
-
-
-# --- the worker, its descriptors and the frames ------------------------------
-
-
-def _high(fd):
-    """fd moved above the worker's layout (and closed at its old number)."""
-    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 20)
-    os.close(fd)
-    return new
-
-
-class Ends:
-    """One worker's descriptors: ours, and the ones it gets at 3, 1, 2, 4, 5."""
-
-    def __init__(self, spare=True):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.chan = ours
-        self.out_r, out_w = os.pipe()
-        self.err_r, err_w = os.pipe()
-        self.dump_r, dump_w = os.pipe()
-        for fd in (self.out_r, self.err_r):
-            os.set_blocking(fd, False)
-        self.spare = None
-        spare_w = None
-        if spare:
-            self.spare, sw = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            spare_w = _high(sw.detach())
-        # order of proto.h's promotion: channel, stdout, stderr, dump, spare
-        self.theirs = [_high(theirs.detach()), _high(out_w), _high(err_w),
-                       _high(dump_w), spare_w]
-
-    def close_theirs(self):
-        for fd in self.theirs:
-            if fd is not None:
-                os.close(fd)
-        self.theirs = []
-
-
-def _drop_caps_and_place(theirs):
-    def child():
-        for fd, to in zip(theirs, (3, 1, 2, 4, 5)):
-            if fd is not None:
-                os.dup2(fd, to)
-        for cap in range(64):  # as agentz does before exec
-            LIBC.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
-    return child
-
-
-class Worker:
-    def __init__(self, ends, pid, proc=None):
-        self.ends, self.pid, self.proc = ends, pid, proc
-        self.pidfd = os.pidfd_open(pid)
-        self.requests = []
-        self.answer = lambda m: (REPLY, [m[0], 0, b"ok"])
-
-    @classmethod
-    def start(cls, *args, spare=True):
-        ends = Ends(spare)
-        proc = subprocess.Popen([WORKER, *args], stdin=subprocess.DEVNULL,
-                                close_fds=False,
-                                preexec_fn=_drop_caps_and_place(ends.theirs))
-        ends.close_theirs()
-        w = cls(ends, proc.pid, proc)
-        w.ready = w.expect(READY)
-        assert w.ready[1] == proc.pid
-        return w
-
-    def send(self, mtype, fields):
-        body = _pack(fields)
-        self.ends.chan.sendall(struct.pack(">IHH", len(body), mtype, 0) + body)
-
-    def _read(self, n):
-        buf = b""
-        while len(buf) < n:
-            r, _, _ = select.select([self.ends.chan], [], [], TIMEOUT)
-            assert r, "the worker said nothing for %d s" % TIMEOUT
-            chunk = self.ends.chan.recv(n - len(buf))
-            assert chunk, "channel closed"
-            buf += chunk
-        return buf
-
-    def recv(self):
-        n, mtype, zero = struct.unpack(">IHH", self._read(8))
-        assert zero == 0
-        fields, end = _unpack(self._read(n))
-        assert end == n
-        return mtype, fields
-
-    def expect(self, want):
-        """Frames until one of type want; REQUESTs are answered meanwhile."""
-        while True:
-            mtype, m = self.recv()
-            if mtype == want:
-                return m
-            self._answer(mtype, m)
-
-    def _answer(self, mtype, m):
-        assert mtype == REQUEST, (mtype, m)
-        if m[2] == "runtime_info":  # the first cell's
-            self.send(REPLY, [m[0], 0, b"{}"])
-            return
-        self.requests.append(m)
-        reply = self.answer(m)
-        if reply is not None:
-            self.send(*reply)
-
-    def output(self):
-        out = b""
-        try:
-            while True:
-                chunk = os.read(self.ends.out_r, 65536)
-                if not chunk:
-                    break
-                out += chunk
-        except BlockingIOError:
-            pass
-        return out.decode()
-
-    def run(self, cell, code):
-        """EXEC and its DONE: (status, exception_type, traceback, stdout)."""
-        self.send(EXEC, [cell, code.encode()])
-        done = self.expect(DONE)
-        assert done[0] == cell
-        return done[1], done[2], done[3], self.output()
-
-    def start_cell(self, cell, code, mark="started"):
-        """EXEC of a cell that does not end; returns once it printed mark."""
-        self.send(EXEC, [cell, code.encode()])
-        buf = b""
-        deadline = time.monotonic() + TIMEOUT
-        while mark.encode() not in buf:
-            r, _, _ = select.select([self.ends.out_r, self.ends.chan], [], [],
-                                    max(0, deadline - time.monotonic()))
-            assert r, "the cell never printed %r" % mark
-            if self.ends.chan in r:
-                self._answer(*self.recv())
-            if self.ends.out_r in r:
-                buf += os.read(self.ends.out_r, 65536)
-
-    def snap(self, cell):
-        self.send(SNAP, [cell])
-        got = self.expect(SNAPPED)
-        assert got[0] == cell
-        return got  # [cell, pid, threads, error]
-
-    def kill(self):
-        os.kill(self.pid, signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait()
-        assert dead(self.pidfd, TIMEOUT)
-
-    def close(self):
-        if not dead(self.pidfd, 0):
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            assert dead(self.pidfd, TIMEOUT)
-        if self.proc is not None:
-            self.proc.wait()
-        os.close(self.pidfd)
-        self.ends.chan.close()
-        if self.ends.spare is not None:
-            self.ends.spare.close()
-        for fd in (self.ends.out_r, self.ends.err_r, self.ends.dump_r):
-            os.close(fd)
-
-
-def dead(pidfd, timeout):
-    r, _, _ = select.select([pidfd], [], [], timeout)
-    return bool(r)
-
-
-def promote(old, snap_pid, generation, payload=None, nfds=5):
-    """Sends the promotion over old's spare socket; the promoted Worker (or
-    None when a READY is not expected)."""
-    ends = Ends()
-    payload = payload or struct.pack("=II", PROMOTE_MAGIC, generation)
-    pidfd = os.pidfd_open(snap_pid)
-    try:
-        socket.send_fds(old.ends.spare, [payload], ends.theirs[:nfds])
-    except OSError:
-        pass  # nobody holds the other end any more: the snapshot is gone
-    ends.close_theirs()
-    os.close(pidfd)
-    return Worker(ends, snap_pid)
-
-
-def exit_code(pid, pidfd):
-    """The exit code of a dead, unreaped process that is not our child."""
-    assert dead(pidfd, TIMEOUT)
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    assert fields[0] == "Z"
-    return int(fields[49]) >> 8  # field 52: exit_code, a wait status
+from worker_wire import (DONE, EXEC, LIBC, PROMOTE_MAGIC, READY, REPLY,
+                         SHUTDOWN, SNAP, SNAPPED, TIMEOUT, WEXIT_PROTOCOL,
+                         Worker, at_eof, dead, exit_code, frame, promote,
+                         read_until)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -304,8 +52,13 @@ def rolled_back(start, made, before, failing, args=("--sandbox", "default")):
     cell = len(before) + 1
     snapped = w.snap(cell)
     assert snapped[1] > 0 and snapped[3] == ""
+    with open(f"/proc/{snapped[1]}/oom_score_adj") as f:
+        assert f.read() == "0\n"  # the worker (1000) goes first
     w.start_cell(cell, failing)
     w.kill()
+    # the snapshot holds none of the old pipes nor the old channel
+    for fd in (w.ends.out_r, w.ends.err_r, w.ends.dump_r, w.ends.chan.fileno()):
+        assert at_eof(fd)
     p = promote(w, snapped[1], 9)
     made.append(p)
     p.ready = p.expect(READY)
@@ -319,14 +72,37 @@ HANG = "print('started', flush=True)\nimport time\nwhile True: time.sleep(1)\n"
 def test_rollback_restores_the_namespace(workers):
     start, made = workers
     p, _ = rolled_back(start, made, ["x = 1"], "x = 2\ny = 3\n" + HANG)
-    st, etype, tb, out = p.run(2, "print(x, 'y' in globals())")
-    assert (st, out) == (0, "1 False\n"), (etype, tb)
+    st, etype, tb, out = p.run(2, "print(x, 'y' in globals())\n"
+                                  "print(open('/proc/self/oom_score_adj').read())")
+    assert (st, out) == (0, "1 False\n1000\n\n"), (etype, tb)
     # the promoted worker takes snapshots itself, and discards them
     again = p.snap(3)
     assert again[1] > 0 and again[3] == ""
     assert p.run(3, "x = 4")[0] == 0
     assert p.run(4, "print(x)")[3] == "4\n"
     assert not os.path.exists(f"/proc/{again[1]}")
+    # stderr and the stack dump reach the new pipes
+    p.start_cell(5, "import sys\nprint('to err', file=sys.stderr)\n" + HANG)
+    assert read_until(p.ends.err_r, b"to err\n")
+    os.kill(p.pid, signal.SIGRTMIN + 3)
+    assert read_until(p.ends.dump_r, b'File "<cell-5>"')
+
+
+def test_snap_and_exec_pipelined(workers):
+    """SNAP and EXEC sent together, read by a thread that holds the reader
+    role (a request never answered): SNAPPED, then the cell's DONE."""
+    start, _ = workers
+    w = start("--sandbox", "default")
+    w.answer = lambda m: None
+    assert w.run(1, "import agentz_runtime, threading\n"
+                    "threading.Thread(target=agentz_runtime.host_request,"
+                    " args=('hold', b''), daemon=True).start()\n")[0] == 0
+    while not w.requests:  # then the thread holds the reader role
+        w.handle(*w.recv())
+    for _ in range(20):
+        w.ends.chan.sendall(frame(SNAP, [2]) + frame(EXEC, [2, b"x = 2"]))
+        assert w.expect(SNAPPED)[1] > 0
+        assert w.expect(DONE)[:2] == [2, 0]
 
 
 def test_threads_are_named_and_gone_after_promotion(workers):
@@ -407,11 +183,12 @@ def attempt(pid):
     rc = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
     tr = errno.errorcode[ctypes.get_errno()] if rc < 0 else "attached"
     if rc == 0:
+        os.waitpid(pid, 0)  # its attach stop
         libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
     return mem, tr
 child = subprocess.Popen(["sleep", "60"])
 print("control", *attempt(child.pid))
-child.kill(); child.wait()
+os.kill(child.pid, 9); child.wait()
 print("snapshot", *attempt(%d))
 """
 
@@ -460,14 +237,18 @@ def test_a_killed_snapshot_is_found_gone(workers):
     os.close(pidfd)
 
 
-def test_done_discards_and_reaps_the_snapshot(workers):
+@pytest.mark.parametrize("profile", ["off", "default"])  # pidfd / kill
+def test_done_discards_and_reaps_the_snapshot(workers, profile):
     start, _ = workers
-    w = start("--sandbox", "default")
+    w = start("--sandbox", profile)
     first = w.snap(1)[1]
     second = w.snap(1)[1]  # a second SNAP discards the first at once
     assert first != second and not os.path.exists(f"/proc/{first}")
     pidfd = os.pidfd_open(second)
-    assert w.run(1, "x = 1")[0] == 0
+    # the worker's own settings are back after the fork
+    assert w.run(1, "import ctypes\n"
+                    "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),"  # PR_GET_DUMPABLE
+                    " open('/proc/self/oom_score_adj').read().strip())")[3] == "1 1000\n"
     assert w.run(2, "pass")[0] == 0  # served after the discard
     assert dead(pidfd, 0) and not os.path.exists(f"/proc/{second}")
     os.close(pidfd)
@@ -475,6 +256,11 @@ def test_done_discards_and_reaps_the_snapshot(workers):
     third = w.snap(3)[1]
     assert w.run(3, f"import os\nos.kill({third}, 9)\nos.waitpid({third}, 0)")[0] == 0
     assert w.run(4, "print('still here')")[3] == "still here\n"
+    # and one that closed our pidfd (os.closerange, as daemon code does)
+    fourth = w.snap(5)[1]
+    assert w.run(5, "import os\nos.closerange(6, 4096)")[0] == 0
+    assert w.run(6, "pass")[0] == 0
+    assert not os.path.exists(f"/proc/{fourth}")
     w.send(SHUTDOWN, [])
     assert w.proc.wait(TIMEOUT) == 0
 
