@@ -262,6 +262,10 @@ install_fds(int fds[PROMOTE_NFDS])
 	}
 }
 
+/* The worker's signal mask before the fork: the snapshot's own after
+ * its promotion. */
+static sigset_t snap_mask;
+
 /* Drops every signal that arrived while blocked (a cell's, say). */
 static void
 drain_signals(void)
@@ -304,29 +308,31 @@ promote(const sigset_t *mask)
 static int
 snapshot(void)
 {
-	sigset_t all, mask;
-
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	(void)setsid();
-	(void)sigfillset(&all);
-	(void)sigprocmask(SIG_SETMASK, &all, &mask);
 	quiet_fds();
-	return promote(&mask);
+	return promote(&snap_mask);
 }
 
 static pid_t
 fork_undumpable(void)
 {
+	sigset_t all;
 	pid_t pid;
 	int e;
 
 	snap_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1;
 	oom_adj("0", snap_oom, sizeof snap_oom);
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* born with every signal blocked: a cell's signal sent the moment
+	 * SNAPPED is out must not find it with the default actions */
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_BLOCK, &all, &snap_mask);
 	pid = fork();
 	if (pid == 0)
 		return 0;
 	e = errno;
+	(void)pthread_sigmask(SIG_SETMASK, &snap_mask, NULL);
 	(void)prctl(PR_SET_DUMPABLE, snap_dumpable, 0, 0, 0);
 	oom_adj(snap_oom, NULL, 0);
 	errno = e;

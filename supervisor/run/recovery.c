@@ -205,10 +205,41 @@ record_death(struct runner *r, struct cell *c, const struct worker_death *d)
 	r->dead = c;
 }
 
+/* In a record's detail, the namespace's fate from what was hoped to
+ * what came true (the rest of the detail, e.g. cancelled calls, stays). */
+static void
+detail_lost(struct cell *c)
+{
+	static const char hoped[] = "rolled back to before this cell";
+	char *at, *d;
+
+	if (c->detail == NULL || (at = strstr(c->detail, hoped)) == NULL)
+		return;
+	if (asprintf(&d, "%.*slost%s", (int)(at - c->detail), c->detail,
+	    at + sizeof hoped - 1) < 0)
+		return;
+	free(c->detail);
+	c->detail = d;
+}
+
+/* The record's namespace: lost after all (no promotion, or the promoted
+ * snapshot died before its READY). */
+static void
+rolled_back_lost(struct runner *r, struct cell *c)
+{
+	c->rolled_back = 0;
+	c->namespace_lost = 1;
+	free(c->threads_lost);
+	c->threads_lost = NULL;
+	detail_lost(c);
+	nscells_reset(r);
+	nscells_record(r, c);
+}
+
 /*
  * The killed cell's snapshot takes over: its record says the namespace
- * was rolled back (and which threads the snapshot lacks). 0, or -1 when
- * it cannot (the record then says lost).
+ * was rolled back (set before the record's detail was written) and
+ * which threads the snapshot lacks. 0, or -1 when it cannot.
  */
 static int
 roll_back(struct runner *r, struct cell *c, const struct worker_death *d)
@@ -216,14 +247,12 @@ roll_back(struct runner *r, struct cell *c, const struct worker_death *d)
 	if (worker_promote(r->w) < 0) {
 		log_warnx("cell %u: the snapshot could not take over (%s); "
 		    "the namespace is lost", c->n, strerror(errno));
+		rolled_back_lost(r, c);
 		return -1;
 	}
-	c->rolled_back = 1;
-	c->namespace_lost = 0;
 	if (d->threads_lost != NULL)
 		c->threads_lost = strdup(d->threads_lost);
-	if (c->timeout_stage != NULL)
-		runner_timeout_detail(r, c);
+	nscells_record(r, c);
 	return 0;
 }
 
@@ -232,18 +261,8 @@ roll_back(struct runner *r, struct cell *c, const struct worker_death *d)
 static void
 roll_back_failed(struct runner *r)
 {
-	struct cell *c = r->dead;
-
-	if (c == NULL || !c->rolled_back)
-		return;
-	c->rolled_back = 0;
-	c->namespace_lost = 1;
-	free(c->threads_lost);
-	c->threads_lost = NULL;
-	if (c->timeout_stage != NULL)
-		runner_timeout_detail(r, c);
-	nscells_reset(r);
-	nscells_record(r, c);
+	if (r->dead != NULL && r->dead->rolled_back)
+		rolled_back_lost(r, r->dead);
 }
 
 void
@@ -262,15 +281,19 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
 	roll_back_failed(r);
-	if (c != NULL)
+	if (c != NULL) {
+		/* what the detail and the record will say, should the
+		 * promotion fail after all (then rolled_back_lost) */
+		c->rolled_back = d->snapshot;
 		record_death(r, c, d);
+		if (c->rolled_back)
+			c->namespace_lost = 0;
+	}
 	r->current = NULL;
 	if (r->death_fn != NULL)
 		r->death_fn(r->death_ctx, c);
-	if (c != NULL && d->snapshot && roll_back(r, c, d) == 0) {
-		nscells_record(r, c);
+	if (c != NULL && c->rolled_back && roll_back(r, c, d) == 0)
 		return;		/* its READY finishes the record */
-	}
 	nscells_reset(r);
 	if (c != NULL)
 		nscells_record(r, c);
