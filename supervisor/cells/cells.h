@@ -69,6 +69,8 @@ struct cell {
 	char *threads_lost;		/* comma-separated names, or NULL */
 	char *snapshot;			/* "taken", or why none; NULL: never */
 	char *ns_cells;			/* cells in the namespace, "1-3,5" */
+	/* after its worker died: "snapshot", "standby" or "fresh worker" */
+	const char *recovered_by;
 	/* model calls of the cell ended unfinished when it was killed */
 	unsigned calls_cancelled;
 };

@@ -202,6 +202,7 @@ add_limits(json_t *o, const struct cell *c)
 	(void)json_object_set_new(o, "namespace_cells", jcstr(c->ns_cells));
 	(void)json_object_set_new(o, "snapshot", jcstr(c->snapshot));
 	(void)json_object_set_new(o, "threads_lost", threads_json(c));
+	(void)json_object_set_new(o, "recovered_by", jcstr(c->recovered_by));
 	(void)json_object_set_new(o, "stack", jcstr(c->stack));
 	(void)json_object_set_new(o, "model_calls_cancelled",
 	    json_integer((json_int_t)c->calls_cancelled));

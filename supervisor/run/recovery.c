@@ -35,6 +35,8 @@ respawn_now(struct loop *l, void *ctx)
 
 		(void)snprintf(why, sizeof why, "cannot start %s: %s",
 		    r->cfg.worker.path, strerror(errno));
+		if (r->dead != NULL)
+			r->dead->recovered_by = "none";
 		recovery_finish_dead(r);
 		r->ops.fatal(r->ctx, why);
 	}
@@ -116,6 +118,8 @@ recovery_take_standby(struct runner *r)
 		return -1;
 	r->w = r->standby;
 	r->standby = dead;
+	if (r->dead != NULL)
+		r->dead->recovered_by = "standby";
 	log_debug("standby worker %ld takes over", (long)worker_pid(r->w));
 	runner_worker_ready(r);
 	recovery_standby_soon(r);
@@ -176,6 +180,8 @@ recovery_finish_dead(struct runner *r)
 	if (c == NULL)
 		return;
 	r->dead = NULL;
+	if (c->recovered_by == NULL)
+		c->recovered_by = "fresh worker";
 	if (c->timeout_stage != NULL) {
 		c->deadline_to_ready_ms = (double)(loop_now_us() -
 		    r->deadline_us) / 1000.0;
@@ -229,6 +235,7 @@ rolled_back_lost(struct runner *r, struct cell *c)
 {
 	c->rolled_back = 0;
 	c->namespace_lost = 1;
+	c->recovered_by = NULL;
 	free(c->threads_lost);
 	c->threads_lost = NULL;
 	detail_lost(c);
@@ -252,6 +259,7 @@ roll_back(struct runner *r, struct cell *c, const struct worker_death *d)
 	}
 	if (d->threads_lost != NULL)
 		c->threads_lost = strdup(d->threads_lost);
+	c->recovered_by = "snapshot";
 	nscells_record(r, c);
 	return 0;
 }
@@ -302,6 +310,8 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 		log_warnx("worker did not start (%s), attempt %u of %u", why,
 		    r->start_failures, r->cfg.max_start_failures);
 		if (r->start_failures >= r->cfg.max_start_failures) {
+			if (r->dead != NULL)
+				r->dead->recovered_by = "none";
 			recovery_finish_dead(r);
 			r->ops.fatal(r->ctx, why);
 			return;

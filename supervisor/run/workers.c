@@ -144,6 +144,7 @@ reset_state(struct worker *w, const int *ours)
 		(void)close(w->spare);
 	w->spare = ours[6];
 	w->wpid = w->pid;	/* until READY tells us better */
+	w->ns_pid = 0;
 	w->generation = wworker_next_gen(w);
 	if (w->cfg.generations != NULL)
 		*w->cfg.generations = w->generation;
@@ -206,8 +207,9 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 
 /* --- death ------------------------------------------------------------ */
 
+/* The jail's kill, sparing sp[n]; said at -vv. */
 static int
-jail_kill_dbg(struct worker *w, const char *where, pid_t *sp, size_t n)
+jail_kill_logged(struct worker *w, const char *where, pid_t *sp, size_t n)
 {
 	log_debug("%s: worker %ld (state %d) spares %zu: %ld %ld %ld", where,
 	    (long)w->pid, (int)w->state, n, n > 0 ? (long)sp[0] : 0L,
@@ -268,7 +270,7 @@ kill_rest(struct worker *w, int with_snapshot)
 	pid_t spared[JAIL_MAX_SPARE], keep[2];
 
 	if (jail_active(w->cfg.jail))
-		(void)jail_kill_dbg(w, "rest", spared,
+		(void)jail_kill_logged(w, "rest", spared,
 		    spare_list(w, with_snapshot, spared));
 	keep[0] = jail_init_pid(w->cfg.jail);
 	keep[1] = w->sib != NULL && w->sib->state != WORKER_DOWN ?
@@ -374,7 +376,7 @@ reap(struct worker *w, int options)
 	d.reason = w->kill_reason;
 	usage_at_death(w, &d);
 	w->state = WORKER_DOWN;
-	w->pid = w->wpid = 0;
+	w->pid = w->wpid = w->ns_pid = 0;
 	w->adopted = 0;
 	w->ops.death(w, &d, w->ctx);
 	free(w->kill_reason);
@@ -407,7 +409,6 @@ worker_kill(struct worker *w, const char *reason)
 		w->cell = UINT32_MAX;
 	w->state = WORKER_DYING;
 	spare = wsnap_spare(w);
-	log_debug("kill worker %ld: spare snapshot %ld (snap pid %ld, cell %u/%u)", (long)w->pid, (long)spare, (long)w->snap.pid, w->cell, w->snap.cell);
 	/* cgroup (atomic; not with a snapshot to spare: it is in there),
 	 * the jail's processes but the snapshot and the other worker
 	 * (stopped first, so nothing forks), the group (setsid made pgid ==
@@ -416,7 +417,7 @@ worker_kill(struct worker *w, const char *reason)
 	if (w->cg != NULL && spare == 0)
 		(void)contain_group_kill(w->cg);
 	if (jail_active(w->cfg.jail))
-		(void)jail_kill_dbg(w, "kill", spared,
+		(void)jail_kill_logged(w, "kill", spared,
 		    spare_list(w, spare != 0, spared));
 	/* the group, unless the snapshot may still be in it (it leaves the
 	 * group as it starts; the jail's kill has reached everything) */
@@ -486,7 +487,7 @@ worker_sweep(struct worker *w)
 	}
 	n = spare_list(w, 0, spared);
 	spared[n++] = w->ns_pid;
-	return jail_kill_dbg(w, "sweep", spared, n);
+	return jail_kill_logged(w, "sweep", spared, n);
 }
 
 void

@@ -219,3 +219,69 @@ def test_agent_repair_after_a_kill_sees_the_namespace_before_the_cell(tmp_path):
     assert rec["cell"] == 2 and rec["kind"] == "timeout", rec
     assert rec["namespace"] == "rolled back to before cell 2", rec
     assert rec["snapshot"] == "taken" and rec["namespace_cells"] == "0-1", rec
+
+
+# --- the warm standby -------------------------------------------------------
+
+def test_a_kill_without_snapshot_is_taken_over_by_the_standby():
+    # auto in exec: quick cells get no snapshot; the standby started with
+    # the first cell takes over (or is waited for: it is on its way)
+    r = agentz_run(["x = 1", "import os\nos._exit(3)",
+                    "print('x' in globals())", "import os\nos._exit(4)",
+                    "print('ok')"], expect_rc=1)
+    a, b, c, d, e = r.recs
+    assert b["namespace"] == "lost" and b["recovered_by"] == "standby", \
+        brief(b)
+    assert c["output"] == "False\n", brief(c)
+    # a new standby was started after the first took over
+    assert d["recovered_by"] == "standby", brief(d)
+    assert e["output"] == "ok\n"
+    assert len({a["worker"]["pid"], c["worker"]["pid"],
+                e["worker"]["pid"]}) == 3
+
+
+def test_never_has_no_standby_and_starts_a_fresh_worker():
+    r = agentz_run(["x = 1", "import os\nos._exit(3)", "print('ok')"],
+                   args=["--snapshot", "never"], expect_rc=1)
+    assert r.recs[1]["recovered_by"] == "fresh worker", brief(r.recs[1])
+
+
+OTHER_WORKERS = """\
+import os
+def workers():
+    me, out = os.getpid(), []
+    for p in os.listdir('/proc'):
+        if not p.isdigit() or int(p) == me:
+            continue
+        try:
+            cmd = open('/proc/%s/cmdline' % p, 'rb').read()
+        except OSError:
+            continue
+        if cmd.startswith(b'agentz-worker'):
+            out.append(int(p))
+    return out
+"""
+
+
+def test_a_cell_cannot_write_the_standby_and_killing_it_only_costs_a_start():
+    probe = OTHER_WORKERS + (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "while not workers() and time.monotonic() - t < 60:\n"
+        "    time.sleep(0.01)\n"
+        "for p in workers():\n"
+        "    try:\n"
+        "        with open('/proc/%d/mem' % p, 'r+b', buffering=0) as f:\n"
+        "            f.seek(4096)\n"
+        "            f.write(b'x')\n"
+        "        print('written')\n"
+        "    except OSError as e:\n"
+        "        print('refused', type(e).__name__)\n"
+        "    os.kill(p, 9)\n")
+    r = agentz_run(["x = 1", probe, "import os\nos._exit(3)", "print('ok')"],
+                   args=["--cell-timeout", "90"], timeout=150, expect_rc=1)
+    a, b, c, d = r.recs
+    assert "written" not in b["output"], brief(b)
+    assert "refused" in b["output"], brief(b)
+    assert c["recovered_by"] in ("standby", "fresh worker"), brief(c)
+    assert d["output"] == "ok\n", brief(d)
