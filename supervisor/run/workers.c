@@ -29,6 +29,10 @@
 #include "supervisor/run/procstat.h"
 
 static void pidfd_event(struct loop *l, int fd, short revents, void *ctx);
+static void killed_event(struct loop *l, void *ctx);
+
+/* reap(): no wait for the exit, the jail's init confirmed the kill */
+#define REAP_KILLED (-1)
 static void ready_timeout(struct loop *l, void *ctx);
 
 struct worker *
@@ -294,6 +298,8 @@ close_all(struct worker *w)
 	}
 	loop_timer_cancel(w->loop, w->ready_timer);
 	w->ready_timer = 0;
+	loop_timer_cancel(w->loop, w->killed_timer);
+	w->killed_timer = 0;
 	loop_timer_cancel(w->loop, w->more_timer);
 	w->more_timer = 0;
 }
@@ -322,7 +328,12 @@ reap(struct worker *w, int options)
 	pid_t r;
 
 	memset(&d, 0, sizeof d);
-	if (w->adopted) {
+	if (options == REAP_KILLED) {
+		/* SIGKILLed by the jail's init, which said it is done; the
+		 * exit itself (a big worker's memory takes tens of ms to go)
+		 * completes without us, and its spawner is swept below */
+		status = SIGKILL;
+	} else if (w->adopted) {
 		/* not our child: its death came by pidfd, its status from
 		 * the jail's init that reaped it */
 		wsnap_adopted_status(w, &status, &d.ru);
@@ -336,7 +347,8 @@ reap(struct worker *w, int options)
 			log_warn("reaping worker %ld", (long)w->pid);
 	}
 	/* With a namespace init, the worker's own status came by pipe. */
-	if (w->status >= 0 && read(w->status, &ws, sizeof ws) == sizeof ws)
+	if (options != REAP_KILLED && w->status >= 0 &&
+	    read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
 	/* frames it sent before dying still count (its DONE): the slices
 	 * left for later turns are handled now */
@@ -350,7 +362,10 @@ reap(struct worker *w, int options)
 		d.cg.oom_kills -= d.cg.oom_kills >= w->oom_base ?
 		    w->oom_base : d.cg.oom_kills;
 		if (!d.snapshot) {
-			(void)contain_group_kill(w->cg);
+			/* (after a confirmed kill only exiting tasks are
+			 * left: freezing them would wait for their exit) */
+			if (options != REAP_KILLED)
+				(void)contain_group_kill(w->cg);
 			contain_group_free(w->cg);
 			w->cg = NULL;
 		}
@@ -409,16 +424,20 @@ worker_kill(struct worker *w, const char *reason)
 		w->cell = UINT32_MAX;
 	w->state = WORKER_DYING;
 	spare = wsnap_spare(w);
-	/* cgroup (atomic; not with a snapshot to spare: it is in there),
-	 * the jail's processes but the snapshot and the other worker
-	 * (stopped first, so nothing forks), the group (setsid made pgid ==
-	 * pid), the pid (init of its PID namespace: its death ends every
-	 * process in it). */
-	if (w->cg != NULL && spare == 0)
+	/* In the jail, its init: everything but the snapshot and the other
+	 * worker (stopped first, so nothing forks), confirmed at once, so
+	 * the death is handled next turn. Else, or should that fail, the
+	 * cgroup (atomic; never with a snapshot to spare: it is in there).
+	 * Then the group (setsid made pgid == pid) and the pid (init of its
+	 * PID namespace: its death ends every process in it). */
+	if (jail_active(w->cfg.jail) && jail_kill_logged(w, "kill", spared,
+	    spare_list(w, spare != 0, spared)) == 0) {
+		if (w->pidfd >= 0 && w->killed_timer == 0)
+			w->killed_timer = loop_timer(w->loop, 0, killed_event,
+			    w);
+	} else if (w->cg != NULL && spare == 0) {
 		(void)contain_group_kill(w->cg);
-	if (jail_active(w->cfg.jail))
-		(void)jail_kill_logged(w, "kill", spared,
-		    spare_list(w, spare != 0, spared));
+	}
 	/* the group, unless the snapshot may still be in it (it leaves the
 	 * group as it starts; the jail's kill has reached everything) */
 	if (spare == 0)
@@ -431,6 +450,19 @@ worker_kill(struct worker *w, const char *reason)
 	}
 	if (w->pidfd < 0)
 		reap(w, 0);
+}
+
+/* A kill the jail's init confirmed: the death is handled now, not when
+ * the exit completes (the next worker need not wait for it). */
+static void
+killed_event(struct loop *l, void *ctx)
+{
+	struct worker *w = ctx;
+
+	(void)l;
+	w->killed_timer = 0;
+	if (w->state == WORKER_DYING)
+		reap(w, REAP_KILLED);
 }
 
 static void

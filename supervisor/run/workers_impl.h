@@ -43,6 +43,7 @@ struct worker {
 	unsigned generation;
 	uint64_t spawned_us, ready_us;
 	uint64_t ready_timer;
+	uint64_t killed_timer;	/* a confirmed kill's death, next turn */
 	uint32_t cell;
 	char *kill_reason;
 	int sampled;		/* kill_cpu_us/kill_peak_kb are set */
