@@ -1,6 +1,6 @@
 /*
  * agent_int.h - private to the agent run's files (agent.c, prompt.c,
- * show.c, budget.c, resume.c, agentcall.c, repair.c): the run's state and
+ * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c): the run's state and
  * the functions they share. Nothing outside them includes it; the run's
  * public face is agent.h.
  */
@@ -25,6 +25,7 @@
 #define RECOVERY_SUMMARY \
 	"Analyze the previous cell's error and generate repair code."
 
+struct ctl;
 struct journal;
 struct pending;
 
@@ -77,6 +78,18 @@ struct agent {
 	size_t recovery_bytes, recovery_streamed;
 	struct pending *calls;		/* the cells' model calls in flight */
 	struct runstop stops;		/* signals */
+	/* the operator (operator.c): the control socket, a pause, a stop
+	 * asked for (1 after the cell, 2 now), notes not yet delivered, a
+	 * cell held back while paused, the outage being waited out */
+	struct ctl *ctl;
+	char *run_name;
+	int paused, op_stop;
+	unsigned notes_pending;
+	int held;
+	char *held_code, *held_summary;
+	size_t held_len;
+	int64_t held_gen;
+	char outage[160];
 };
 
 /* agent.c: stopping, journal records, the successor, the run loop */
@@ -100,6 +113,7 @@ void agent_show_result(const struct agent *a, const struct cell *c);
 
 /* budget.c: budgets, spending and failure counts */
 long long agent_tokens(const struct agent *a);
+double agent_cost(const struct agent *a);
 const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
 void agent_count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes);
@@ -123,6 +137,14 @@ int agent_resume(struct agent *a);
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
+
+/* operator.c: the control socket and what its commands change */
+void agent_ctl_open(struct agent *a);
+void agent_ctl_close(struct agent *a);
+int agent_op_hold(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by);
+int agent_op_stop_due(struct agent *a);
+void agent_op_notes_delivered(struct agent *a);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

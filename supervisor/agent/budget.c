@@ -30,7 +30,7 @@ agent_tokens(const struct agent *a)
 }
 
 /* USD spent by the whole run, across restarts; 0 without a price. */
-static double
+double
 agent_cost(const struct agent *a)
 {
 	struct model_usage u = a->usage_final;

@@ -3,6 +3,8 @@
  *
  *   agentz [options] "task"         an agent run: the model writes the cells
  *   agentz exec [options] FILE...   a supervised persistent interpreter
+ *   agentz ctl RUN COMMAND          steer a running agent run
+ *   agentz runs [--json]            the agent runs on this host
  *
  * main() only does what both need first (no core dumps of our memory, the
  * subreaper, ./.env) and picks the front end; each parses its options.
@@ -16,6 +18,7 @@
 #include "sandbox/contain.h"
 #include "supervisor/agent/agent.h"
 #include "supervisor/front/config.h"
+#include "supervisor/front/ctlcli.h"
 #include "supervisor/text/dotenv.h"
 #include "supervisor/front/exec.h"
 #include "supervisor/front/notify.h"
@@ -27,6 +30,12 @@ usage(FILE *f)
 	    "usage: agentz [options] \"TASK\"          run an agent on a task\n"
 	    "       agentz exec [options] FILE...    run Python cells in a "
 	    "supervised worker\n"
+	    "       agentz ctl RUN COMMAND [ARGS]  steer a running agent run "
+	    "(status, note,\n"
+	    "                                      stop, pause, resume, "
+	    "kill-cell)\n"
+	    "       agentz runs [--json]          list the agent runs on this "
+	    "host\n"
 	    "       agentz --version\n"
 	    "'agentz --help' and 'agentz exec --help' list the options\n");
 }
@@ -35,6 +44,11 @@ int
 main(int argc, char **argv)
 {
 	log_init("agentz", 0);
+	/* The operator's clients: dumpable, so a run can check who they are */
+	if (argc >= 2 && strcmp(argv[1], "ctl") == 0)
+		return ctlcli_ctl_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "runs") == 0)
+		return ctlcli_runs_main(argc - 1, argv + 1);
 	/* Nothing we start may read our memory or /proc/<pid>/environ. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	/* Orphans of the worker's tree come to us, to be swept. */

@@ -200,6 +200,7 @@ dispatch_pending(struct runner *r)
 		return;
 	r->pending = NULL;
 	r->current = c;
+	r->expired_by[0] = '\0';
 	c->started_at = loop_wall();
 	c->t0_us = loop_now_us();
 	c->worker_pid = worker_pid(r->w);
@@ -274,14 +275,42 @@ on_deadline(struct loop *l, void *ctx)
 	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
 }
 
+int
+runner_expire(struct runner *r, const char *who)
+{
+	if (r->current == NULL) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (r->current->timeout_stage != NULL) {
+		errno = EALREADY;
+		return -1;
+	}
+	loop_timer_cancel(r->loop, r->deadline_timer);
+	(void)snprintf(r->expired_by, sizeof r->expired_by, "%s", who);
+	on_deadline(r->loop, r);
+	return 0;
+}
+
+pid_t
+runner_jail_pid(const struct runner *r)
+{
+	return r->jail != NULL ? jail_init_pid(r->jail) : 0;
+}
+
 void
 runner_timeout_detail(struct runner *r, struct cell *c)
 {
-	char d[256];
+	char d[256], why[96];
 	int killed = strcmp(c->timeout_stage, "killed") == 0;
 
-	(void)snprintf(d, sizeof d, "the cell exceeded its %.3g s timeout: %s",
-	    (double)r->cfg.cell_timeout_ms / 1000.0, killed ?
+	if (r->expired_by[0] != '\0')
+		(void)snprintf(why, sizeof why, "was ended early by %s",
+		    r->expired_by);
+	else
+		(void)snprintf(why, sizeof why, "exceeded its %.3g s timeout",
+		    (double)r->cfg.cell_timeout_ms / 1000.0);
+	(void)snprintf(d, sizeof d, "the cell %s: %s", why, killed ?
 	    "it ignored the interrupt, so after the grace period its whole "
 	    "process tree was killed; the namespace was lost" :
 	    "interrupted (KeyboardInterrupt); the namespace was kept");
