@@ -1,0 +1,601 @@
+"""The operator's control socket (issue 13, items 1, 2 and 5): agentz ctl
+against live scripted runs, agentz runs, the peer checks, bad clients.
+
+Each run's cells wait on gate files the test creates in the workspace, and
+the test waits on events: a line on the run's stdout, a journal record, a
+reply on the socket, the process's exit. No sleep stands in for one.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentz_util import AGENTZ, ROOT, SAN, binaries_for_any_user  # noqa: E402
+from model_server import ModelServer  # noqa: E402
+
+SLOW = 4 if SAN else 1
+EXIT_OPERATOR = 6
+
+
+def code(src):
+    return textwrap.dedent(src).strip("\n") + "\n"
+
+
+def first(src, summary="first"):
+    return [{"match": "Submit the first Python cell",
+             "next_cell": {"code": code(src), "summary": summary}},
+            {"text": "ok"}]
+
+
+def on(word, src, summary="next"):
+    """Turns: a request holding word gets src as its next cell."""
+    return [{"match": word, "next_cell": {"code": code(src),
+                                           "summary": summary}},
+            {"text": "ok"}]
+
+
+def gated(n, then="quit()"):
+    """A cell that says C<n>, waits for the gate file go<n>, then runs
+    then."""
+    return code(f"""
+        import os, time
+        print('C{n}', flush=True)
+        while not os.path.exists('go{n}'):
+            time.sleep(0.01)
+        """) + code(then)
+
+
+HANG = code("""
+    import time
+    print('C1', flush=True)
+    time.sleep(300)
+    """)
+
+
+class Run:
+    """One agentz run in the background: its stdout and stderr collected
+    by threads, waits on what it printed."""
+
+    def __init__(self, srv, tmp_path, name, rt, args=(), env=None,
+                 agentz=AGENTZ):
+        self.ws = tmp_path / ("ws-" + name)
+        self.ws.mkdir()
+        self.journal = tmp_path / (name + ".jsonl")
+        e = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        if rt is not None:
+            e["RUNTIME_DIRECTORY"] = str(rt)
+        e.update(env or {})
+        self.sock = os.path.join(str(rt), name + ".sock") if rt else None
+        self.p = subprocess.Popen(
+            [agentz, "--base-url", srv.base_url, "--journal",
+             str(self.journal), "--cell-timeout", "60", *args, "the task"],
+            cwd=self.ws, env=e, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.cond = threading.Condition()
+        self.out, self.err, self.eof = b"", b"", 0
+        self.threads = [threading.Thread(target=self._read, args=(f, n))
+                        for f, n in ((self.p.stdout, "out"),
+                                     (self.p.stderr, "err"))]
+        for t in self.threads:
+            t.start()
+
+    def _read(self, f, attr):
+        while True:
+            chunk = os.read(f.fileno(), 65536)
+            with self.cond:
+                if not chunk:
+                    self.eof += 1
+                    self.cond.notify_all()
+                    return
+                setattr(self, attr, getattr(self, attr) + chunk)
+                self.cond.notify_all()
+
+    def wait_out(self, marker, timeout=30):
+        with self.cond:
+            ok = self.cond.wait_for(lambda: marker.encode() in self.out
+                                    or self.eof == 2, timeout * SLOW)
+            assert ok and marker.encode() in self.out, self.show()
+
+    def wait(self, timeout=30):
+        rc = self.p.wait(timeout=timeout * SLOW)
+        for t in self.threads:
+            t.join(timeout=10)
+        return rc
+
+    def gate(self, n):
+        (self.ws / f"go{n}").write_text("go")
+
+    def records(self, type_=None):
+        recs = [json.loads(line) for line in open(self.journal)]
+        return [r for r in recs if type_ is None or r["type"] == type_]
+
+    def wait_record(self, pred, timeout=30):
+        """Polls the journal (written before the step goes on) for a
+        record matching pred."""
+        end = time.monotonic() + timeout * SLOW
+        while time.monotonic() < end and self.p.poll() is None:
+            if os.path.exists(self.journal) and \
+                    any(pred(r) for r in self.records()):
+                return
+            time.sleep(0.005)
+        raise AssertionError("no such journal record\n" + self.show())
+
+    def show(self):
+        return "--- stdout\n%s\n--- stderr\n%s" % (
+            self.out.decode(errors="replace"),
+            self.err.decode(errors="replace"))
+
+    def ctl(self, *words, **kw):
+        return ctl(self.sock, *words, **kw)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.wait()
+
+
+def ctl(target, *words, env=None, prefix=(), agentz=AGENTZ):
+    """agentz ctl TARGET WORDS...: (exit code, reply or None, stderr)."""
+    p = subprocess.run([*prefix, agentz, "ctl", target, *words],
+                       capture_output=True, text=True, env=env,
+                       timeout=30 * SLOW)
+    reply = json.loads(p.stdout) if p.stdout.strip() else None
+    return p.returncode, reply, p.stderr
+
+
+def raw(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10 * SLOW)
+    s.connect(path)
+    return s
+
+
+def read_reply(s):
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return json.loads(buf) if buf else None
+
+
+def closed_by_server(s):
+    """True once the server closed s (EOF or reset), reading what is left."""
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+@pytest.fixture
+def rt(tmp_path):
+    d = tmp_path / "rt"
+    d.mkdir(mode=0o700)
+    return d
+
+
+# --- status and note ----------------------------------------------------------
+
+def test_status_fields_and_a_note_reaches_the_next_request(tmp_path, rt):
+    secret = "sekrit-value-4711"
+    script = first(gated(1, """
+        r = call_me(input='ZQAFTERNOTE')
+        print('GOT', r.output_text)
+        quit()
+        """), "wait for go1") + [{"match": "ZQAFTERNOTE", "text": "fine"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "st", rt, args=("--max-tokens", "1000000",
+                                                 "--max-cells", "50"),
+                  env={"MY_TOKEN": secret})
+        try:
+            run.wait_out("C1")
+            rc, st, err = run.ctl("status")
+            assert rc == 0 and st["ok"] is True, err
+            assert st["name"] == "st" and st["state"] == "running"
+            assert st["pid"] == run.p.pid and st["uid"] == os.geteuid()
+            assert st["cell"]["n"] == 1
+            assert st["cell"]["summary"] == "wait for go1"
+            assert 0 <= st["cell"]["age_s"] < 60
+            assert st["cell"]["timeout_s"] == 60
+            assert 0 < st["cell"]["left_s"] <= 60
+            assert st["cells"] == {"used": 2, "max": 50, "left": 48}
+            assert st["tokens"]["used"] > 0
+            assert st["tokens"]["max"] == 1000000
+            assert st["tokens"]["left"] == 1000000 - st["tokens"]["used"]
+            assert st["worker"]["pid"] > 0 and st["worker"]["rss_kb"] > 0
+            assert st["last"] == "cell 0: ok" and st["last_error"] is None
+            assert st["outage"] is None and st["paused"] is False
+            assert st["stop"] is None and st["notes_pending"] == 0
+            rc, r, err = run.ctl("note", "mind", secret, "and be brief")
+            assert rc == 0 and r == {"ok": True, "notes_pending": 1}, err
+            assert run.ctl("status")[1]["notes_pending"] == 1
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+        asked = [r["body"]["input"] for r in srv.requests if r["body"] and
+                 isinstance(r["body"]["input"], str) and
+                 "ZQAFTERNOTE" in r["body"]["input"]]
+    inp = asked[0]
+    assert inp.startswith("[agentz] A note from the operator of this run: "
+                          "mind [REDACTED] and be brief\n\nZQAFTERNOTE"), inp
+    notes = run.records("note")
+    assert [(n["from"], n["text"]) for n in notes] == \
+        [("operator", "mind [REDACTED] and be brief")]
+    assert secret not in open(run.journal).read()
+    assert secret not in run.err.decode()
+    assert "a note from the operator" in run.err.decode()
+    # the socket is gone with the run
+    assert not os.path.exists(run.sock)
+
+
+# --- stop ----------------------------------------------------------------------
+
+def test_stop_ends_the_run_after_the_cell_with_its_own_exit_code(tmp_path, rt):
+    script = first(gated(1, """
+        call_me(input='ZQNEXT')
+        print('C1 END', flush=True)
+        """)) + on("ZQNEXT", "print('C2', flush=True)\nquit()\n")
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "stop", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("stop")
+            assert rc == 0 and r == {"ok": True, "stop": "after-cell"}, err
+            st = run.ctl("status")[1]
+            assert st["state"] == "stopping" and st["stop"] == "after-cell"
+            assert st["cell"]["n"] == 1    # the cell goes on
+            run.gate(1)
+            assert run.wait() == EXIT_OPERATOR, run.show()
+        finally:
+            run.kill()
+    assert b"C1 END" in run.out and b"C2" not in run.out
+    outs = run.records("output")
+    assert outs[-1]["cell"] == 1 and outs[-1]["status"] == "ok"
+    assert [r["cell"] for r in run.records("input")] == [0, 1]
+    stop = run.records()[-1]
+    assert stop["type"] == "stop" and stop["exit"] == EXIT_OPERATOR
+    assert "operator" in stop["reason"]
+    unit = open(os.path.join(ROOT, "systemd", "agentz@.service")).read()
+    prevent = [ln for ln in unit.splitlines()
+               if ln.startswith("RestartPreventExitStatus=")]
+    assert str(EXIT_OPERATOR) in prevent[0].split("=")[1].split()
+
+
+def test_stop_now_interrupts_the_cell_then_stops(tmp_path, rt):
+    with ModelServer(first(HANG)) as srv:
+        run = Run(srv, tmp_path, "now", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("stop", "--now")
+            assert rc == 0 and r == {"ok": True, "stop": "now"}, err
+            assert run.wait() == EXIT_OPERATOR, run.show()
+        finally:
+            run.kill()
+        asked = len(srv.requests)
+    out = run.records("output")[-1]
+    assert out["cell"] == 1 and out["kind"] == "timeout"
+    assert "ended early by the operator (stop --now)" in out["detail"]
+    assert run.records()[-1]["exit"] == EXIT_OPERATOR
+    assert asked == 2       # no repair was asked for
+
+
+# --- pause, resume, kill-cell, the watchdog ---------------------------------------
+
+def test_pause_holds_the_next_cell_and_feeds_the_watchdog(tmp_path, rt):
+    notify = str(tmp_path / "notify.sock")
+    nsock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    nsock.bind(notify)
+    nsock.settimeout(10 * SLOW)
+    script = first(gated(1, "call_me(input='ZQNEXT')\n")) + \
+        on("ZQNEXT", "print('C2', flush=True)\nquit()\n", "the second")
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "pause", rt,
+                  env={"NOTIFY_SOCKET": notify, "WATCHDOG_USEC": "100000"})
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("pause")
+            assert rc == 0 and r == {"ok": True, "paused": True}, err
+            run.gate(1)
+            run.wait_record(lambda r: r["type"] == "output" and
+                            r["cell"] == 1)
+            st = run.ctl("status")[1]
+            assert st["state"] == "paused" and st["paused"] is True
+            assert st["cell"] is None and st["held_cell"] == 2
+            assert [r["cell"] for r in run.records("input")] == [0, 1]
+            rc, r, _ = run.ctl("kill-cell")
+            assert rc == 1 and r == {"ok": False,
+                                     "error": "no cell is running"}
+            # nothing runs and no model call is open, yet the watchdog is
+            # fed: pausing is progress (what was sent before is dropped)
+            nsock.setblocking(False)
+            try:
+                while nsock.recv(4096):
+                    pass
+            except BlockingIOError:
+                pass
+            nsock.settimeout(10 * SLOW)
+            pings = 0
+            while pings < 3:
+                pings += nsock.recv(4096) == b"WATCHDOG=1"
+            assert run.ctl("status")[1]["held_cell"] == 2
+            assert b"C2" not in run.out
+            rc, r, err = run.ctl("resume")
+            assert rc == 0 and r == {"ok": True, "paused": False}, err
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+            nsock.close()
+    assert b"C2" in run.out
+    ins = run.records("input")
+    assert [r["cell"] for r in ins] == [0, 1, 2]
+    assert ins[2]["summary"] == "the second" and ins[2]["generated_by"] == 1
+
+
+def test_kill_cell_gives_the_timeout_treatment(tmp_path, rt):
+    script = first(HANG) + [{"match": "Repair the failed cell",
+                             "next_cell": {"code": "quit()\n"}},
+                            {"text": "ok"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "kill", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("kill-cell")
+            assert rc == 0 and r == {"ok": True}, err
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    out = [r for r in run.records("output") if r["cell"] == 1][0]
+    assert out["status"] == "error" and out["kind"] == "timeout"
+    assert out["exception_type"] == "KeyboardInterrupt"
+    assert "ended early by the operator (kill-cell)" in out["detail"]
+    assert "[agentz] cell 1: error timeout" in run.err.decode()
+
+
+# --- who may connect ----------------------------------------------------------------
+
+def test_another_uid_is_refused(tmp_path):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    rtd = tempfile.mkdtemp(prefix="agentz-ctl-")
+    os.chmod(rtd, 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        with binaries_for_any_user() as agentz, ModelServer(first(HANG)) \
+                as srv:
+            run = Run(srv, tmp_path, "uid", rtd, agentz=agentz)
+            try:
+                run.wait_out("C1")
+                assert os.stat(run.sock).st_mode & 0o777 == 0o600
+                # the mode refuses first
+                rc, r, err = ctl(run.sock, "status", prefix=nobody,
+                                 agentz=agentz)
+                assert rc == 2 and r is None and "Permission denied" in err
+                # a mode that lets it connect: the peer check refuses
+                os.chmod(run.sock, 0o666)
+                rc, r, err = ctl(run.sock, "stop", "--now", prefix=nobody,
+                                 agentz=agentz)
+                assert rc == 1 and r["ok"] is False, err
+                assert r["error"] == ("refused: uid 65534 is neither the "
+                                      "run's (0) nor root")
+                assert "refused a client" in run.err.decode()
+                # the run is unaffected
+                st = run.ctl("status")[1]
+                assert st["state"] == "running" and st["cell"]["n"] == 1
+                assert run.ctl("stop", "--now")[0] == 0
+                assert run.wait() == EXIT_OPERATOR, run.show()
+            finally:
+                run.kill()
+    finally:
+        shutil.rmtree(rtd, ignore_errors=True)
+
+
+WORKER_PROBE = """
+    import os, socket, time
+    print('C1', flush=True)
+    while not os.path.exists('link.sock'):
+        time.sleep(0.01)
+    def ask(path):
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(path)
+            s.sendall(b'stop --now\\n')
+            return s.recv(4096).decode().strip()
+        except OSError as e:
+            return 'ERR ' + type(e).__name__
+    print('DIRECT', ask(%(sock)r), flush=True)
+    try:
+        print('LIST', os.listdir(%(rt)r), flush=True)
+    except OSError as e:
+        print('LIST ERR', type(e).__name__, flush=True)
+    print('VIA', ask('link.sock'), flush=True)
+    quit()
+    """
+
+
+def test_a_connection_from_inside_the_worker_is_refused(tmp_path, rt):
+    sock = str(rt / "inside.sock")
+    script = first(WORKER_PROBE % {"sock": sock, "rt": str(rt)})
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "inside", rt)
+        try:
+            run.wait_out("C1")
+            # the socket is masked in the worker's view: reach it through a
+            # hard link in the workspace, with a mode any uid may use
+            os.chmod(sock, 0o666)
+            os.link(sock, run.ws / "link.sock")
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    out = run.out.decode()
+    direct = [ln for ln in out.splitlines() if ln.startswith("DIRECT")][0]
+    assert direct.startswith("DIRECT ERR"), out
+    assert "LIST ERR" in out or "LIST []" in out, out
+    via = [ln for ln in out.splitlines() if ln.startswith("VIA")][0]
+    reply = json.loads(via[4:])
+    assert reply["ok"] is False, via
+    if os.geteuid() == 0 or "pidns" in run.records("isolation")[0][
+            "isolation"]:
+        assert "inside the run's worker PID namespace" in reply["error"]
+    assert run.records()[-1]["exit"] == 0     # not stopped by the cell
+
+
+# --- bad clients ------------------------------------------------------------------------
+
+def test_garbage_and_a_huge_line_are_refused_and_the_run_goes_on(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "junk", rt)
+        try:
+            run.wait_out("C1")
+            s = raw(run.sock)
+            s.sendall(b"\xff\xfe garbage\n")
+            r = read_reply(s)
+            assert r["ok"] is False and "not UTF-8" in r["error"]
+            assert closed_by_server(s)
+            s = raw(run.sock)
+            s.sendall(b"launch the missiles\n")
+            r = read_reply(s)
+            assert r["ok"] is False and "unknown command" in r["error"]
+            assert closed_by_server(s)
+            s = raw(run.sock)
+            try:
+                s.sendall(b"note " + b"x" * (1 << 20) + b"\n")
+                r = read_reply(s)
+            except (BrokenPipeError, ConnectionResetError):
+                r = None        # closed on us mid-line: refused too
+            assert r is None or (r["ok"] is False and
+                                 "too long" in r["error"]), r
+            assert closed_by_server(s)
+            s.close()
+            st = run.ctl("status")[1]
+            assert st["state"] == "running" and st["notes_pending"] == 0
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    assert not run.records("note")
+
+
+def test_a_client_that_never_reads_is_dropped(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "hog", rt)
+        try:
+            run.wait_out("C1")
+            hog = raw(run.sock)
+            try:
+                for _ in range(200):
+                    hog.sendall(b"status\n" * 100)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            # the hog is still connected on our side, unread; others are
+            # served and the run goes on
+            rc, st, err = run.ctl("status")
+            assert rc == 0 and st["cell"]["n"] == 1, err
+            assert closed_by_server(hog)
+            hog.close()
+            assert b"does not read its replies" in run.err
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+
+
+# --- agentz runs, names, the default place -------------------------------------------------
+
+def test_runs_lists_two_concurrent_runs_and_a_stale_socket(tmp_path, rt):
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(rt / "gone.sock"))
+    stale.close()
+    with ModelServer(first(HANG)) as srv, ModelServer(first(HANG)) as srv2:
+        a = Run(srv, tmp_path, "alpha", rt)
+        b = Run(srv2, tmp_path, "beta", rt)
+        try:
+            a.wait_out("C1")
+            b.wait_out("C1")
+            p = subprocess.run([AGENTZ, "runs", "--json", str(rt)],
+                               capture_output=True, text=True, timeout=30)
+            assert p.returncode == 0, p.stderr
+            runs = {j["name"]: j for j in map(json.loads,
+                                               p.stdout.splitlines())}
+            assert set(runs) == {"alpha", "beta", "gone"}
+            for name, run in (("alpha", a), ("beta", b)):
+                assert runs[name]["state"] == "running"
+                assert runs[name]["pid"] == run.p.pid
+                assert runs[name]["cell"]["n"] == 1
+                assert runs[name]["tokens"]["used"] > 0
+                assert runs[name]["last"] == "cell 0: ok"
+                assert runs[name]["socket"] == run.sock
+            assert runs["gone"]["state"] == "stale"
+            p = subprocess.run([AGENTZ, "runs", str(rt)], capture_output=True,
+                               text=True, timeout=30)
+            lines = p.stdout.splitlines()
+            assert lines[0].split() == ["NAME", "STATE", "CELL", "AGE",
+                                        "TOKENS", "LAST"]
+            rows = {ln.split()[0]: ln.split() for ln in lines[1:]}
+            assert rows["alpha"][1:3] == ["running", "1"]
+            assert rows["beta"][1:3] == ["running", "1"]
+            assert rows["gone"][1] == "stale"
+            # a run by its name, found through $RUNTIME_DIRECTORY
+            env = dict(os.environ, RUNTIME_DIRECTORY=str(rt))
+            rc, r, err = ctl("beta", "stop", "--now", env=env)
+            assert rc == 0 and r["ok"] is True, err
+            assert a.ctl("stop", "--now")[0] == 0
+            assert a.wait() == EXIT_OPERATOR and b.wait() == EXIT_OPERATOR
+            rc, r, err = ctl("beta", "status", env=env)
+            assert rc == 2 and "no run named 'beta'" in err
+        finally:
+            a.kill()
+            b.kill()
+
+
+def test_the_default_place_is_run_agentz_masked_in_the_view(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("/run/agentz is root's")
+    name = "ctltest-%d" % os.getpid()
+    sock = "/run/agentz/%s.sock" % name
+    script = first("""
+        import os
+        print('C1', flush=True)
+        try:
+            print('SEEN', sorted(os.listdir('/run/agentz')), flush=True)
+        except OSError as e:
+            print('SEEN ERR', type(e).__name__, flush=True)
+        print('ISSOCK', os.path.exists(%r), flush=True)
+        quit()
+        """ % sock)
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, name, None)
+        try:
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    out = run.out.decode()
+    assert "SEEN ERR" in out or "SEEN []" in out, out
+    assert "ISSOCK False" in out, out
+    assert not os.path.exists(sock)
+    assert oct(os.stat("/run/agentz").st_mode & 0o777) == "0o700"
+
+
+def test_help_lists_the_new_commands():
+    p = subprocess.run([AGENTZ, "--help"], capture_output=True, text=True)
+    assert "agentz ctl RUN COMMAND" in p.stdout
+    assert "agentz runs [--json]" in p.stdout
+    assert "6 the operator stopped it" in p.stdout
+    p = subprocess.run([AGENTZ, "ctl", "--help"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0 and "kill-cell" in p.stdout
+    p = subprocess.run([AGENTZ, "ctl", "x"], capture_output=True, text=True)
+    assert p.returncode == 2
