@@ -134,7 +134,11 @@ ask(const char *path, const char *line, int timeout_s)
 
 	if (fd < 0)
 		return NULL;
-	if (send_all(fd, line, strlen(line)) == 0 && send_all(fd, "\n", 1) == 0)
+	/* a run that refuses us says why and closes at once: the reply may
+	 * be there even when the request could not be sent */
+	if ((send_all(fd, line, strlen(line)) == 0 &&
+	    send_all(fd, "\n", 1) == 0) || errno == EPIPE ||
+	    errno == ECONNRESET)
 		reply = read_line(fd);
 	e = errno;
 	(void)close(fd);

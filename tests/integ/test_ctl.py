@@ -7,6 +7,7 @@ reply on the socket, the process's exit. No sleep stands in for one.
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -412,7 +413,10 @@ WORKER_PROBE = """
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.settimeout(10)
             s.connect(path)
-            s.sendall(b'stop --now\\n')
+            try:
+                s.sendall(b'stop --now\\n')
+            except OSError:
+                pass    # refused at once: the reason waits to be read
             return s.recv(4096).decode().strip()
         except OSError as e:
             return 'ERR ' + type(e).__name__
@@ -599,3 +603,62 @@ def test_help_lists_the_new_commands():
     assert p.returncode == 0 and "kill-cell" in p.stdout
     p = subprocess.run([AGENTZ, "ctl", "x"], capture_output=True, text=True)
     assert p.returncode == 2
+
+
+def test_the_status_bar_shows_paused_and_a_pending_note(tmp_path, rt):
+    import fcntl
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(TERM="xterm", RUNTIME_DIRECTORY=str(rt))
+    buf, cond = [b""], threading.Condition()
+
+    def read():
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                chunk = b""
+            with cond:
+                buf[0] += chunk or b"\0EOF"
+                cond.notify_all()
+            if not chunk:
+                return
+
+    def wait_for(pattern, since=0):
+        rx = re.compile(pattern.encode())
+        with cond:
+            assert cond.wait_for(lambda: rx.search(buf[0], since) or
+                                 b"\0EOF" in buf[0], 30 * SLOW)
+            assert rx.search(buf[0], since), buf[0].decode(errors="replace")
+
+    with ModelServer(first(gated(1))) as srv:
+        p = subprocess.Popen([AGENTZ, "--base-url", srv.base_url,
+                              "--journal", str(tmp_path / "bar.jsonl"),
+                              "the task"], cwd=ws, env=env, stdin=slave,
+                             stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        t = threading.Thread(target=read)
+        t.start()
+        sock = str(rt / "bar.sock")
+        try:
+            wait_for("C1")
+            assert ctl(sock, "pause")[0] == 0
+            wait_for(r"\x1b\[7m . PAUSED \| cell 1: first")
+            assert ctl(sock, "note", "look", "again")[0] == 0
+            wait_for(r"\x1b\[7m . PAUSED \| operator note pending \| cell 1")
+            since = len(buf[0])
+            assert ctl(sock, "resume")[0] == 0
+            wait_for(r"\x1b\[7m . operator note pending \| cell 1", since)
+            (ws / "go1").write_text("go")
+            assert p.wait(timeout=30 * SLOW) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            t.join(timeout=10)
+            os.close(master)
