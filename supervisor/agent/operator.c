@@ -34,7 +34,6 @@
 #include "supervisor/text/redact.h"
 
 #define OPERATOR "the operator"
-#define STOP_WHY "stopped by the operator (agentz ctl stop)"
 
 static void
 show_flags(const struct agent *a)
@@ -248,7 +247,9 @@ agent_op_notes_delivered(struct agent *a)
 static void
 stop_now(struct agent *a)
 {
-	agent_stop(a, EXIT_OPERATOR, "stopping: " STOP_WHY);
+	agent_stop(a, EXIT_OPERATOR, a->op_stop == 2 ? "stopping: stopped by "
+	    "the operator (agentz ctl stop --now)" : "stopping: stopped by the "
+	    "operator (agentz ctl stop)");
 }
 
 static json_t *

@@ -446,3 +446,49 @@ def test_systemctl_stop_ends_the_worker_tree(booted):
     assert props["ActiveState"] in ("inactive", "failed"), props
     assert left == {}, left
     assert stray == [], stray
+
+
+# -- the control socket under the unit (issue 13) ---------------------------
+
+CTL_PROBE = r'''
+import os
+try:
+    seen = repr(sorted(os.listdir("/run/agentz")))
+except OSError as e:
+    seen = type(e).__name__
+print("SEEN " + seen, flush=True)
+''' + wait_go("CTL WAITING")
+
+
+def test_agentz_ctl_steers_the_unit_and_stop_is_not_restarted(booted):
+    script = [first(CTL_PROBE, "Wait for go."), OK]
+    with ModelServer(script) as srv:
+        u = Instance(booted, "ctl", srv)
+        rc, err = u.start()
+        assert rc == 0, err + u.diag()
+        log = u.wait_log("CTL WAITING")
+        assert "SEEN ['ctl']" not in log and "SEEN " in log, log
+        sock = u.host("/run/agentz/ctl/ctl.sock")
+        assert os.stat(sock).st_mode & 0o777 == 0o600
+        p = booted.run(["agentz", "ctl", "ctl", "status"])
+        assert p.returncode == 0, p.stderr + u.diag()
+        st = json.loads(p.stdout)
+        assert st["name"] == "ctl" and st["state"] == "running", st
+        assert st["cell"]["n"] == 1 and st["pid"] == int(u.show()["MainPID"])
+        p = booted.run(["agentz", "runs", "--json"])
+        runs = [json.loads(ln) for ln in p.stdout.splitlines()]
+        assert [r["socket"] for r in runs if r["name"] == "ctl"] == \
+            ["/run/agentz/ctl/ctl.sock"], p.stdout
+        p = booted.run(["agentz", "ctl", "ctl", "stop", "--now"])
+        assert p.returncode == 0, p.stderr
+        u.wait_ended()
+        # Longer than RestartSec: a restart would have happened by now.
+        time.sleep(RESTART_SEC + 3)
+        props = u.show()
+        log = u.log()
+    assert props["ExecMainStatus"] == "6" and props["NRestarts"] == "0", \
+        repr(props) + u.diag()
+    assert "Scheduled restart" not in log, log
+    recs = u.journal()
+    assert recs[-1]["type"] == "stop" and recs[-1]["exit"] == 6, u.diag()
+    assert not os.path.exists(sock)
