@@ -420,9 +420,32 @@ listen_as(struct agent *a, const char *dir, const char *name, char **path)
 }
 
 /*
+ * Masks the socket and every folder of control sockets in the worker's
+ * view (also other runs', and /run/agentz above a unit's folder): the
+ * innermost first, so each mask is made before one above hides it.
+ */
+static void
+mask_sockets(struct agent *a, const char *path, const char *dir,
+    int dedicated)
+{
+	char *dirs[3];
+	size_t n = ctl_search_dirs(dirs), i;
+	int rc = view_add_mask(&a->view, path);
+
+	if (rc == 0 && dedicated)
+		rc = view_add_mask(&a->view, dir);
+	for (i = 0; i < n; i++) {
+		if (rc == 0)
+			rc = view_add_mask(&a->view, dirs[i]);
+		free(dirs[i]);
+	}
+	if (rc < 0)
+		fatal("agent: the control socket's mask");
+}
+
+/*
  * Opens the run's control socket before the worker's world is built, and
- * masks it (and a folder of sockets) there. A run without one goes on,
- * said once.
+ * masks it there. A run without one goes on, said once.
  */
 void
 agent_ctl_open(struct agent *a)
@@ -438,13 +461,12 @@ agent_ctl_open(struct agent *a)
 		return;
 	}
 	a->ctl = listen_as(a, dir, a->run_name, &path);
-	if (a->ctl == NULL)
+	if (a->ctl == NULL) {
 		log_warn("no control socket at %s", path != NULL ? path : dir);
-	else if (view_add_mask(&a->view, path) < 0 ||
-	    (dedicated && view_add_mask(&a->view, dir) < 0))
-		fatal("agent: the control socket's mask");
-	else
+	} else {
+		mask_sockets(a, path, dir, dedicated);
 		log_debug("control socket: %s", path);
+	}
 	free(path);
 	free(dir);
 }

@@ -11,8 +11,9 @@
  * The peer is checked once, at accept, from SO_PEERCRED: it must live in
  * our own PID namespace (the run's workers live in the jail's, and that
  * is refused first, by name: a worker in a user namespace shows up with
- * uid 0), must not descend from the supervisor (its workers and their
- * orphans, also without a jail), and must be our uid or root.
+ * uid 0; a peer visible in our /proc with as many NSpid entries as we
+ * have is in ours), must not descend from the supervisor (its workers
+ * and their orphans, also without a jail), and must be our uid or root.
  */
 #include "supervisor/ctl/ctl.h"
 
@@ -81,27 +82,61 @@ same_pidns(pid_t pid, pid_t other)
 	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
+/* /proc/<pid>/<file> into buf (NUL-ended); its length, or -1. */
+static ssize_t
+read_proc(pid_t pid, const char *file, char *buf, size_t n)
+{
+	char p[64];
+	ssize_t got;
+	int fd;
+
+	(void)snprintf(p, sizeof p, "/proc/%ld/%s", (long)pid, file);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	got = read(fd, buf, n - 1);
+	(void)close(fd);
+	if (got < 0)
+		return -1;
+	buf[got] = '\0';
+	return got;
+}
+
 static pid_t
 parent_of(pid_t pid)
 {
-	char p[64], buf[512], *paren;
-	int ppid = -1, fd;
-	ssize_t n;
+	char buf[512], *paren;
+	int ppid = -1;
 
-	(void)snprintf(p, sizeof p, "/proc/%ld/stat", (long)pid);
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+	if (read_proc(pid, "stat", buf, sizeof buf) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof buf - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	/* "pid (comm) S ppid ...": comm may hold anything but ends at the
 	 * last ')' */
 	if ((paren = strrchr(buf, ')')) == NULL ||
 	    sscanf(paren + 1, " %*c %d", &ppid) != 1)
 		return -1;
 	return (pid_t)ppid;
+}
+
+/*
+ * How deep pid's PID namespace is below our /proc's: the pids on its
+ * NSpid line (1: ours), or -1. Unlike the ns/pid link this needs no
+ * ptrace access, which a unit without CAP_SYS_PTRACE lacks towards a root
+ * client with more capabilities, or a worker of another uid.
+ */
+static int
+nspid_depth(pid_t pid)
+{
+	char buf[4096], *line, *tok, *save;
+	int n = 0;
+
+	if (read_proc(pid, "status", buf, sizeof buf) <= 0 ||
+	    (line = strstr(buf, "\nNSpid:")) == NULL)
+		return -1;
+	line = strtok_r(line + 7, "\n", &save);
+	for (tok = strtok_r(line, " \t", &save); tok != NULL;
+	    tok = strtok_r(NULL, " \t", &save))
+		n++;
+	return n > 0 ? n : -1;
 }
 
 /* 1 when pid descends from ancestor, 0 when not, -1 unknown. */
@@ -120,10 +155,9 @@ descends_from(pid_t pid, pid_t ancestor)
 }
 
 /*
- * NULL when the peer may talk to us, else why not (in buf). What cannot
- * be read counts against the peer, but for the jail's own namespace (its
- * init is not dumpable for a plain user): every worker is also outside
- * ours.
+ * NULL when the peer may talk to us, else why not (in buf). The ns/pid
+ * links are compared where we may read them (else -1, unknown), the
+ * NSpid depth always: what cannot be read counts against the peer.
  */
 static const char *
 refusal(const struct ctl *c, const struct ucred *u, char *buf, size_t n)
@@ -134,7 +168,8 @@ refusal(const struct ctl *c, const struct ucred *u, char *buf, size_t n)
 	else if (c->jail_pid > 0 && same_pidns(u->pid, c->jail_pid) == 1)
 		(void)snprintf(buf, n, "pid %ld is inside the run's worker PID "
 		    "namespace", (long)u->pid);
-	else if (same_pidns(u->pid, 0) != 1)
+	else if (same_pidns(u->pid, 0) == 0 || nspid_depth(u->pid) < 0 ||
+	    nspid_depth(u->pid) != nspid_depth(getpid()))
 		(void)snprintf(buf, n, "pid %ld is in another PID namespace",
 		    (long)u->pid);
 	else if (descends_from(u->pid, getpid()) != 0)
