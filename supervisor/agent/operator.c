@@ -390,6 +390,11 @@ handle(void *ctx, const struct ctl_req *q)
 	for (i = 0; i < sizeof ops / sizeof ops[0]; i++)
 		if (ops[i].cmd == q->cmd)
 			j = ops[i].fn(a, q);
+	/* what the operator did, for whoever reads the run afterwards */
+	if (q->cmd != CTL_STATUS && q->cmd != CTL_NOTE &&
+	    json_is_true(json_object_get(j, "ok")))
+		(void)agent_record(a, "operator", json_pack("{s:s, s:f}",
+		    "command", ctl_cmd_name(q->cmd), "at", loop_wall()));
 	s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	clean = s != NULL ? redact_string(a->red, s, strlen(s), &n) : NULL;

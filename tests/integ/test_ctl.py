@@ -374,6 +374,8 @@ def test_pause_holds_the_next_cell_and_feeds_the_watchdog(tmp_path, rt):
     ins = run.records("input")
     assert [r["cell"] for r in ins] == [0, 1, 2]
     assert ins[2]["summary"] == "the second" and ins[2]["generated_by"] == 1
+    assert [r["command"] for r in run.records("operator")] == \
+        ["pause", "resume"]
 
 
 def test_kill_cell_gives_the_timeout_treatment(tmp_path, rt):
@@ -394,6 +396,7 @@ def test_kill_cell_gives_the_timeout_treatment(tmp_path, rt):
     assert out["exception_type"] == "KeyboardInterrupt"
     assert "ended early by the operator (kill-cell)" in out["detail"]
     assert "[agentz] cell 1: error timeout" in run.err.decode()
+    assert [r["command"] for r in run.records("operator")] == ["kill-cell"]
 
 
 # --- who may connect ----------------------------------------------------------------
@@ -693,3 +696,25 @@ def test_the_status_bar_shows_paused_and_a_pending_note(tmp_path, rt):
                 p.wait()
             t.join(timeout=10)
             os.close(master)
+
+
+def test_status_during_a_model_outage_and_stop_now_there(tmp_path, rt):
+    script = [{"kind": "http_error", "status": 503, "repeat": "forever"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "outage", rt,
+                  args=("--max-retries", "0", "--outage-patience", "600"))
+        try:
+            run.wait_record(lambda r: r["type"] == "outage")
+            st = run.ctl("status")[1]
+            assert st["state"] == "waiting-model", st
+            assert st["outage"].startswith("waiting for the model: "), st
+            assert st["cell"]["n"] == 0
+            rc, r, err = run.ctl("stop", "--now")
+            assert rc == 0, err
+            assert run.wait() == EXIT_OPERATOR, run.show()
+        finally:
+            run.kill()
+    assert [r["command"] for r in run.records("operator")] == ["stop --now"]
+    out = run.records("output")[-1]
+    assert out["cell"] == 0 and out["kind"] == "timeout"
+    assert "stop --now" in run.records()[-1]["reason"]
