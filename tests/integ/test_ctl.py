@@ -718,3 +718,29 @@ def test_status_during_a_model_outage_and_stop_now_there(tmp_path, rt):
     out = run.records("output")[-1]
     assert out["cell"] == 0 and out["kind"] == "timeout"
     assert "stop --now" in run.records()[-1]["reason"]
+
+
+def test_at_most_eight_clients_at_once(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "many", rt)
+        try:
+            run.wait_out("C1")
+            idle = [raw(run.sock) for _ in range(8)]
+            extra = raw(run.sock)
+            r = read_reply(extra)
+            assert r == {"ok": False,
+                         "error": "busy: too many clients connected"}, r
+            assert closed_by_server(extra)
+            # one goes; once another's request is answered, the server has
+            # seen the first one's end, so a new client gets a slot
+            idle.pop().close()
+            idle[0].sendall(b"status\n")
+            assert read_reply(idle[0])["state"] == "running"
+            rc, st, err = run.ctl("status")
+            assert rc == 0 and st["cell"]["n"] == 1, err
+            for s in idle:
+                s.close()
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
