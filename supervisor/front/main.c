@@ -30,12 +30,12 @@ usage(FILE *f)
 	    "usage: agentz [options] \"TASK\"          run an agent on a task\n"
 	    "       agentz exec [options] FILE...    run Python cells in a "
 	    "supervised worker\n"
-	    "       agentz ctl RUN COMMAND [ARGS]  steer a running agent run "
+	    "       agentz ctl RUN COMMAND [ARGS]    steer a running run "
 	    "(status, note,\n"
-	    "                                      stop, pause, resume, "
+	    "                                        stop, pause, resume, "
 	    "kill-cell)\n"
-	    "       agentz runs [--json]          list the agent runs on this "
-	    "host\n"
+	    "       agentz runs [--json]             list the agent runs on "
+	    "this host\n"
 	    "       agentz --version\n"
 	    "'agentz --help' and 'agentz exec --help' list the options\n");
 }
