@@ -15,7 +15,9 @@ and the run's journal say:
 - a SIGKILLed supervisor resumed by Restart=, running the registered
   successor as the model's cell;
 - a budget stop (exit 4) not restarted;
-- `systemctl stop` ending the whole worker tree.
+- `systemctl stop` ending the whole worker tree;
+- `agentz ctl` reaching the unit's control socket (hidden from its cells),
+  and an operator stop (exit 6) not restarted.
 
 Like an operator would, the tests shorten the unit's timers with a drop-in
 (/etc/systemd/system/agentz@.service.d/): WatchdogSec=5 and RestartSec=1
