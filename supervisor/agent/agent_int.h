@@ -145,6 +145,7 @@ int agent_op_hold(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 int agent_op_stop_due(struct agent *a);
 void agent_op_notes_delivered(struct agent *a);
+void agent_op_renote(struct agent *a);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

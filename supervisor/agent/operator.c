@@ -233,13 +233,50 @@ op_note(struct agent *a, const struct ctl_req *q)
 	    (int)a->notes_pending);
 }
 
+/* A model request carries the pending notes: journaled, so a restart
+ * after this does not deliver them again. */
 void
 agent_op_notes_delivered(struct agent *a)
 {
 	if (a->notes_pending == 0)
 		return;
+	(void)agent_record(a, "note_delivered", json_pack("{s:i, s:f}",
+	    "notes", (int)a->notes_pending, "at", loop_wall()));
 	a->notes_pending = 0;
 	show_flags(a);
+}
+
+static const char *
+type_of(const json_t *rec)
+{
+	const char *t = json_string_value(json_object_get(rec, "type"));
+
+	return t != NULL ? t : "";
+}
+
+/* --resume: the journal's notes that no model request carried (no
+ * "note_delivered" after them) go with the next request. */
+void
+agent_op_renote(struct agent *a)
+{
+	const json_t *r, *text;
+	size_t i, from = 0;
+
+	json_array_foreach(a->records, i, r)
+		if (strcmp(type_of(r), "note_delivered") == 0)
+			from = i + 1;
+	for (i = from; i < json_array_size(a->records); i++) {
+		r = json_array_get(a->records, i);
+		text = json_object_get(r, "text");
+		if (strcmp(type_of(r), "note") == 0 && json_is_string(text) &&
+		    queue_note(a, json_string_value(text)) == 0)
+			a->notes_pending++;
+	}
+	if (a->notes_pending > 0) {
+		log_info("%u operator note(s) not delivered before the restart "
+		    "go with the model's next request", a->notes_pending);
+		show_flags(a);
+	}
 }
 
 /* --- stop, pause, resume, kill-cell ---------------------------------------- */

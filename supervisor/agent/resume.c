@@ -419,6 +419,7 @@ agent_resume(struct agent *a)
 	} else if (!agent_resume_over_budget(a) && last != NULL) {
 		(void)snprintf(key, sizeof key, "%u", last->n);
 		set_restart_note(a, last);
+		agent_op_renote(a);
 		continue_from(a, last, json_object_get(succ, key));
 	}
 	json_decref(succ);

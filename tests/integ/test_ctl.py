@@ -239,6 +239,7 @@ def test_status_fields_and_a_note_reaches_the_next_request(tmp_path, rt):
     notes = run.records("note")
     assert [(n["from"], n["text"]) for n in notes] == \
         [("operator", "mind [REDACTED] and be brief")]
+    assert [r["notes"] for r in run.records("note_delivered")] == [1]
     assert secret not in open(run.journal).read()
     assert secret not in run.err.decode()
     assert "a note from the operator" in run.err.decode()
@@ -744,3 +745,37 @@ def test_at_most_eight_clients_at_once(tmp_path, rt):
             assert run.wait() == 0, run.show()
         finally:
             run.kill()
+
+
+def test_a_note_not_delivered_before_a_crash_goes_after_resume(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "crash", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("note", "remember ZQNOTE")
+            assert rc == 0, err
+            run.p.kill()    # SIGKILL: no stop record, the socket left
+            run.wait()
+        finally:
+            run.kill()
+    assert os.path.exists(run.sock)
+    assert [r["type"] for r in run.records()][-1] == "note"
+    script = [{"match": "Repair the failed cell",
+               "next_cell": {"code": "quit()\n"}}, {"text": "ok"}]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["RUNTIME_DIRECTORY"] = str(rt)
+    with ModelServer(script) as srv:
+        p = subprocess.run([AGENTZ, "--base-url", srv.base_url, "--journal",
+                            str(run.journal), "--resume"], cwd=run.ws,
+                           env=env, capture_output=True, text=True,
+                           timeout=60 * SLOW)
+        repair = [r["body"]["input"] for r in srv.requests
+                  if isinstance(r["body"]["input"], str)][0]
+    assert p.returncode == 0, p.stderr
+    assert "[agentz] A note from the operator of this run: remember " \
+        "ZQNOTE" in repair, repair
+    assert "not delivered before the restart" in p.stderr
+    types = [r["type"] for r in run.records()]
+    assert types.count("note") == 1 and types.count("note_delivered") == 1
+    assert types.index("note_delivered") > types.index("resume")
+    assert not os.path.exists(run.sock)     # the stale one replaced, gone
