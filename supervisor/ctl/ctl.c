@@ -155,6 +155,26 @@ descends_from(pid_t pid, pid_t ancestor)
 }
 
 /*
+ * 1 when pid is in the run's worker PID namespace: its ns/pid link is the
+ * jail init's, or (where we may not read those links: a plain user's
+ * jail, a unit without CAP_SYS_PTRACE) it is our descendant in a PID
+ * namespace below ours.
+ */
+static int
+in_workers_ns(const struct ctl *c, pid_t pid)
+{
+	int depth;
+
+	if (c->jail_pid <= 0)
+		return 0;
+	if (same_pidns(pid, c->jail_pid) == 1)
+		return 1;
+	depth = nspid_depth(pid);
+	return depth > 0 && depth > nspid_depth(getpid()) &&
+	    descends_from(pid, getpid()) == 1;
+}
+
+/*
  * NULL when the peer may talk to us, else why not (in buf). The ns/pid
  * links are compared where we may read them (else -1, unknown), the
  * NSpid depth always: what cannot be read counts against the peer.
@@ -165,7 +185,7 @@ refusal(const struct ctl *c, const struct ucred *u, char *buf, size_t n)
 	if (u->pid <= 0)
 		(void)snprintf(buf, n, "the peer's pid is not visible here "
 		    "(another PID namespace)");
-	else if (c->jail_pid > 0 && same_pidns(u->pid, c->jail_pid) == 1)
+	else if (in_workers_ns(c, u->pid))
 		(void)snprintf(buf, n, "pid %ld is inside the run's worker PID "
 		    "namespace", (long)u->pid);
 	else if (same_pidns(u->pid, 0) == 0 || nspid_depth(u->pid) < 0 ||

@@ -7,6 +7,7 @@ reply on the socket, the process's exit. No sleep stands in for one.
 """
 import json
 import os
+import pathlib
 import re
 import shutil
 import socket
@@ -67,9 +68,11 @@ class Run:
     by threads, waits on what it printed."""
 
     def __init__(self, srv, tmp_path, name, rt, args=(), env=None,
-                 agentz=AGENTZ):
+                 agentz=AGENTZ, prefix=(), owner=None):
         self.ws = tmp_path / ("ws-" + name)
         self.ws.mkdir()
+        if owner is not None:
+            os.chown(self.ws, owner, owner)
         self.journal = tmp_path / (name + ".jsonl")
         e = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
         if rt is not None:
@@ -77,7 +80,7 @@ class Run:
         e.update(env or {})
         self.sock = os.path.join(str(rt), name + ".sock") if rt else None
         self.p = subprocess.Popen(
-            [agentz, "--base-url", srv.base_url, "--journal",
+            [*prefix, agentz, "--base-url", srv.base_url, "--journal",
              str(self.journal), "--cell-timeout", "60", *args, "the task"],
             cwd=self.ws, env=e, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -486,9 +489,7 @@ def test_a_connection_from_inside_the_worker_is_refused(tmp_path, rt):
     via = [ln for ln in out.splitlines() if ln.startswith("VIA")][0]
     reply = json.loads(via[4:])
     assert reply["ok"] is False, via
-    if os.geteuid() == 0 or "pidns" in run.records("isolation")[0][
-            "isolation"]:
-        assert "inside the run's worker PID namespace" in reply["error"]
+    assert "inside the run's worker PID namespace" in reply["error"]
     assert run.records()[-1]["exit"] == 0     # not stopped by the cell
 
 
@@ -779,3 +780,46 @@ def test_a_note_not_delivered_before_a_crash_goes_after_resume(tmp_path, rt):
     assert types.count("note") == 1 and types.count("note_delivered") == 1
     assert types.index("note_delivered") > types.index("resume")
     assert not os.path.exists(run.sock)     # the stale one replaced, gone
+
+
+def test_a_plain_users_worker_is_refused():
+    """A plain user's worker has the user's uid (in a user namespace): the
+    uid check would let it pass, the PID namespace check refuses it."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    base = tempfile.mkdtemp(prefix="agentz-ctl-user-")
+    os.chmod(base, 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        xdg = os.path.join(base, "xdg")
+        os.mkdir(xdg, 0o700)
+        os.chown(xdg, 65534, 65534)
+        os.chown(base, 65534, 65534)    # the journal's folder
+        sock = os.path.join(xdg, "agentz", "user.sock")
+        script = first(WORKER_PROBE % {"sock": sock,
+                                       "rt": os.path.dirname(sock)})
+        with binaries_for_any_user() as agentz, ModelServer(script) as srv:
+            run = Run(srv, pathlib.Path(base), "user", None, agentz=agentz,
+                      prefix=nobody, owner=65534,
+                      env={"XDG_RUNTIME_DIR": xdg, "HOME": base})
+            try:
+                run.wait_out("C1")
+                assert os.stat(sock).st_uid == 65534
+                assert os.stat(sock).st_mode & 0o777 == 0o600
+                # the user's own client is let in
+                rc, st, err = ctl(sock, "status", prefix=nobody,
+                                  agentz=agentz)
+                assert rc == 0 and st["uid"] == 65534, err
+                os.link(sock, run.ws / "link.sock")
+                assert run.wait() == 0, run.show()
+            finally:
+                run.kill()
+        out = run.out.decode()
+        assert "DIRECT ERR" in out, out
+        via = [ln for ln in out.splitlines() if ln.startswith("VIA")][0]
+        reply = json.loads(via[4:])
+        assert reply["ok"] is False and "inside the run's worker PID " \
+            "namespace" in reply["error"], via
+        assert not os.path.exists(sock)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
