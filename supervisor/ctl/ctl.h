@@ -75,6 +75,17 @@ char *ctl_socket_dir(const char *journal, int *dedicated);
  */
 size_t ctl_search_dirs(char *dirs[3]);
 
+/* --- who may connect (ctlpeer.c) -------------------------------------------- */
+
+struct ucred;
+
+/*
+ * NULL when the peer u (SO_PEERCRED) may talk to the run whose workers'
+ * PID namespace is the one of jail_pid (0: no jail), else why not, in buf.
+ */
+const char *ctl_peer_refusal(pid_t jail_pid, const struct ucred *u,
+    char *buf, size_t n);
+
 /* --- the server (ctl.c) ---------------------------------------------------- */
 
 struct ctl;
