@@ -312,9 +312,11 @@ static json_t *
 op_pause(struct agent *a, const struct ctl_req *q)
 {
 	(void)q;
-	if (!a->paused)
+	if (!a->paused) {
 		log_info("paused by the operator: no new cell starts until "
 		    "resume");
+		notify_status("paused by the operator: no new cell starts");
+	}
 	a->paused = 1;
 	show_flags(a);
 	return json_pack("{s:b, s:b}", "ok", 1, "paused", 1);
@@ -336,8 +338,10 @@ static json_t *
 op_resume(struct agent *a, const struct ctl_req *q)
 {
 	(void)q;
-	if (a->paused)
+	if (a->paused) {
 		log_info("resumed by the operator");
+		notify_status("resumed by the operator");
+	}
 	a->paused = 0;
 	show_flags(a);
 	if (a->held)
