@@ -366,6 +366,9 @@ def test_pause_holds_the_next_cell_and_feeds_the_watchdog(tmp_path, rt):
             with notify.cond:
                 start = len(notify.msgs)
             assert notify.pings_after(start, 3)
+            with notify.cond:
+                assert b"STATUS=paused by the operator: no new cell " \
+                    b"starts" in notify.msgs
             assert run.ctl("status")[1]["held_cell"] == 2
             assert b"C2" not in run.out
             rc, r, err = run.ctl("resume")
