@@ -826,3 +826,50 @@ def test_a_plain_users_worker_is_refused():
         assert not os.path.exists(sock)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_socket_next_to_a_journal_in_the_workspace_is_masked():
+    """A plain user without $XDG_RUNTIME_DIR: the socket goes next to the
+    journal, here inside the workspace; cells cannot reach it there."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    base = tempfile.mkdtemp(prefix="agentz-ctl-ws-")
+    os.chmod(base, 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        ws = os.path.join(base, "ws")
+        os.mkdir(ws)
+        os.chown(ws, 65534, 65534)
+        journal = os.path.join(ws, "inws.jsonl")
+        sock = os.path.join(ws, "inws.sock")
+        probe = code("""
+            import os, socket
+            print('C1', flush=True)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect('inws.sock')
+                s.sendall(b'stop --now\\n')
+                print('GOT', s.recv(4096), flush=True)
+            except OSError as e:
+                print('ERR', type(e).__name__, flush=True)
+            quit()
+            """)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENAI_API_KEY", "XDG_RUNTIME_DIR",
+                            "RUNTIME_DIRECTORY")}
+        env["HOME"] = base
+        with binaries_for_any_user() as agentz, \
+                ModelServer(first(probe)) as srv:
+            p = subprocess.Popen([*nobody, agentz, "--base-url",
+                                  srv.base_url, "--journal", journal,
+                                  "the task"], cwd=ws, env=env,
+                                 stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            out, err = p.communicate(timeout=60 * SLOW)
+        assert p.returncode == 0, err
+        assert b"ERR " in out and b"GOT" not in out, out
+        assert not os.path.exists(sock)
+        assert b"no control socket" not in err, err
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
