@@ -73,6 +73,7 @@ struct agent {
 	double cost_base, cost_est;
 	struct model_usage usage_final;
 	double run_started;		/* wall clock of the run's first start */
+	uint64_t deadline_timer;	/* the run deadline's, 0: none */
 	char *restart_note;		/* for the next model request (resume) */
 	long long recovery_tokens_at;	/* the repair request's count_call */
 	size_t recovery_bytes, recovery_streamed;
@@ -146,6 +147,9 @@ int agent_op_hold(struct agent *a, const char *code, size_t len,
 int agent_op_stop_due(struct agent *a);
 void agent_op_notes_delivered(struct agent *a);
 void agent_op_renote(struct agent *a);
+
+/* reload.c: budgets re-read from options (agentz ctl NAME budgets ...) */
+json_t *agent_op_budgets(struct agent *a, const char *opts, size_t len);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

@@ -13,6 +13,7 @@
  *              for the watchdog
  *   kill-cell  the running cell gets the deadline ladder now; the run goes
  *              on (a repair follows, as after any timeout)
+ *   budgets    the budgets re-read from options (reload.c)
  */
 #include "supervisor/agent/agent_int.h"
 
@@ -361,6 +362,12 @@ op_kill_cell(struct agent *a, const struct ctl_req *q)
 	    "already" : "no cell is running");
 }
 
+static json_t *
+op_budgets(struct agent *a, const struct ctl_req *q)
+{
+	return agent_op_budgets(a, q->arg, q->arg_len);
+}
+
 /* --- the gates in the run loop ------------------------------------------------ */
 
 /*
@@ -416,7 +423,7 @@ static const struct {
 	{ CTL_STATUS, op_status }, { CTL_NOTE, op_note },
 	{ CTL_STOP, op_stop }, { CTL_STOP_NOW, op_stop },
 	{ CTL_PAUSE, op_pause }, { CTL_RESUME, op_resume },
-	{ CTL_KILL_CELL, op_kill_cell },
+	{ CTL_KILL_CELL, op_kill_cell }, { CTL_BUDGETS, op_budgets },
 };
 
 /* Every reply is redacted: a status may quote model-written text. */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum arg_rule { ARG_NONE, ARG_TEXT };
+enum arg_rule { ARG_NONE, ARG_TEXT, ARG_ANY };
 
 static const struct command {
 	const char *word;
@@ -21,6 +21,7 @@ static const struct command {
 	{ "pause", CTL_PAUSE, ARG_NONE },
 	{ "resume", CTL_RESUME, ARG_NONE },
 	{ "kill-cell", CTL_KILL_CELL, ARG_NONE },
+	{ "budgets", CTL_BUDGETS, ARG_ANY },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -145,7 +146,8 @@ ctl_parse(const char *line, size_t n, struct ctl_req *q, char *err,
 		end--;
 	if ((c = find(line + start, end - start, &w)) == NULL) {
 		(void)snprintf(err, errlen, "unknown command '%.*s' (status, "
-		    "note TEXT, stop, stop --now, pause, resume, kill-cell)",
+		    "note TEXT, stop, stop --now, pause, resume, kill-cell, "
+		    "budgets [OPTIONS])",
 		    (int)(end - start > 40 ? 40 : end - start), line + start);
 		return -1;
 	}
@@ -163,7 +165,7 @@ ctl_parse(const char *line, size_t n, struct ctl_req *q, char *err,
 		(void)snprintf(err, errlen, "'%s' needs a text", c->word);
 		return -1;
 	}
-	if (c->arg == ARG_TEXT) {
+	if (c->arg != ARG_NONE) {
 		q->arg = line + w;
 		q->arg_len = end - w;
 	}

@@ -40,6 +40,9 @@ static const char ctl_usage[] =
     "    pause         start no new cell until resume\n"
     "    resume        go on after a pause\n"
     "    kill-cell     the running cell gets the timeout treatment now\n"
+    "    budgets [OPTIONS]  the budgets re-read from these options\n"
+    "                  (--max-cells, --deadline, --max-tokens, --max-cost,\n"
+    "                  --max-same-failure; one not given: its default)\n"
     "  prints the run's reply (a JSON line); exit 0 ok, 1 the run said no,\n"
     "  2 usage or no run to talk to\n";
 

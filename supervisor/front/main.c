@@ -33,7 +33,7 @@ usage(FILE *f)
 	    "       agentz ctl RUN COMMAND [ARGS]    steer a running run "
 	    "(status, note,\n"
 	    "                                        stop, pause, resume, "
-	    "kill-cell)\n"
+	    "kill-cell, budgets)\n"
 	    "       agentz runs [--json]             list the agent runs on "
 	    "this host\n"
 	    "       agentz --version\n"

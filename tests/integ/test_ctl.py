@@ -873,3 +873,48 @@ def test_a_socket_next_to_a_journal_in_the_workspace_is_masked():
         assert b"no control socket" not in err, err
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_budgets_are_re_read(tmp_path, rt):
+    script = first(gated(1, "call_me(input='ZQNEXT')\n")) + \
+        on("ZQNEXT", "print('C2', flush=True)\nquit()\n")
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "budg", rt, args=("--max-cells", "50"))
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("budgets", "--bogus")
+            assert rc == 1 and "not options" in r["error"], (r, err)
+            run.wait_err("unknown option --bogus")
+            rc, r, err = run.ctl("budgets", "--max-cost", "1")
+            assert rc == 1 and "price" in r["error"], (r, err)
+            assert run.ctl("status")[1]["cells"]["max"] == 50
+            rc, r, err = run.ctl("budgets", "--max-cells", "2",
+                                 "--max-tokens", "900000")
+            assert rc == 0 and r["max_cells"] == 2, (r, err)
+            assert r["max_tokens"] == 900000 and r["max_same_failure"] == 5
+            st = run.ctl("status")[1]
+            assert st["cells"] == {"used": 2, "max": 2, "left": 0}
+            assert st["tokens"]["max"] == 900000
+            assert st["state"] == "running"     # checked when the cell ends
+            run.gate(1)
+            assert run.wait() == 4, run.show()
+        finally:
+            run.kill()
+    assert b"C2" not in run.out
+    stop = run.records()[-1]
+    assert stop["exit"] == 4 and "cells" in stop["reason"], stop
+    assert [r["command"] for r in run.records("operator")] == ["budgets"]
+
+
+def test_a_deadline_re_read_already_past_stops_the_run(tmp_path, rt):
+    with ModelServer(first(HANG)) as srv:
+        run = Run(srv, tmp_path, "dl", rt, args=("--deadline", "3600"))
+        try:
+            run.wait_out("C1")
+            assert run.ctl("status")[1]["deadline"]["max"] == 3600
+            rc, r, err = run.ctl("budgets", "--deadline", "0.001")
+            assert rc == 0 and r["deadline"] == 0.001, (r, err)
+            assert run.wait() == 4, run.show()
+        finally:
+            run.kill()
+    assert "run deadline" in run.records()[-1]["reason"]

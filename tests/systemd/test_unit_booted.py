@@ -17,7 +17,8 @@ and the run's journal say:
 - a budget stop (exit 4) not restarted;
 - `systemctl stop` ending the whole worker tree;
 - `agentz ctl` reaching the unit's control socket (hidden from its cells),
-  and an operator stop (exit 6) not restarted.
+  `systemctl reload` re-reading the budgets, and an operator stop (exit 6)
+  not restarted.
 
 Like an operator would, the tests shorten the unit's timers with a drop-in
 (/etc/systemd/system/agentz@.service.d/): WatchdogSec=5 and RestartSec=1
@@ -478,6 +479,17 @@ def test_agentz_ctl_steers_the_unit_and_stop_is_not_restarted(booted):
         st = json.loads(p.stdout)
         assert st["name"] == "ctl" and st["state"] == "running", st
         assert st["cell"]["n"] == 1 and st["pid"] == int(u.show()["MainPID"])
+        # systemctl reload: the budgets of the options file as it is now
+        env = os.path.join(booted.root, "etc/agentz/ctl.env")
+        with open(env) as f:
+            text = f.read()
+        with open(env, "w") as f:
+            f.write(text.replace('--cell-timeout 90', '--cell-timeout 90 '
+                                 '--max-cells 7'))
+        p = booted.run(["systemctl", "reload", u.unit], timeout=60)
+        assert p.returncode == 0, p.stderr + u.diag()
+        p = booted.run(["agentz", "ctl", "ctl", "status"])
+        assert json.loads(p.stdout)["cells"]["max"] == 7, p.stdout
         p = booted.run(["agentz", "runs", "--json"])
         runs = [json.loads(ln) for ln in p.stdout.splitlines()]
         assert [r["socket"] for r in runs if r["name"] == "ctl"] == \

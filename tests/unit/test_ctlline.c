@@ -39,6 +39,13 @@ test_commands(void **state)
 		assert_int_equal(q.cmd, t[i].cmd);
 		assert_null(q.arg);
 	}
+	assert_int_equal(parse("budgets", &q, err), 0);
+	assert_int_equal(q.cmd, CTL_BUDGETS);
+	assert_non_null(q.arg);
+	assert_int_equal(q.arg_len, 0);
+	assert_int_equal(parse("budgets  --max-cells 3 ", &q, err), 0);
+	assert_int_equal(q.arg_len, strlen("--max-cells 3"));
+	assert_memory_equal(q.arg, "--max-cells 3", q.arg_len);
 	assert_string_equal(ctl_cmd_name(CTL_STOP_NOW), "stop --now");
 	assert_string_equal(ctl_cmd_name(CTL_KILL_CELL), "kill-cell");
 }
