@@ -302,9 +302,8 @@ op_stop(struct agent *a, const struct ctl_req *q)
 	    " after the running cell");
 	if (!runner_busy(a->runner))
 		stop_now(a);
-	else if (now && runner_expire(a->runner, OPERATOR " (stop --now)") <
-	    0 && errno == ENOENT)
-		log_info("no cell is running yet: stopping once it ends");
+	else if (now)	/* a cell that ends by itself meanwhile: stopped too */
+		(void)runner_expire(a->runner, OPERATOR " (stop --now)");
 	return json_pack("{s:b, s:s}", "ok", 1, "stop", now ? "now" :
 	    "after-cell");
 }

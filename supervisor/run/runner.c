@@ -200,7 +200,8 @@ dispatch_pending(struct runner *r)
 		return;
 	r->pending = NULL;
 	r->current = c;
-	r->expired_by[0] = '\0';
+	if (!r->expire_pending)
+		r->expired_by[0] = '\0';
 	c->started_at = loop_wall();
 	c->t0_us = loop_now_us();
 	c->worker_pid = worker_pid(r->w);
@@ -208,9 +209,10 @@ dispatch_pending(struct runner *r)
 	/* CPU is counted from the previous sample (READY or the last
 	 * DONE): no read on the way in, one write to reset the peak. */
 	(void)procstat_reset_peak(&r->ps);
-	if (r->cfg.cell_timeout_ms > 0)
-		r->deadline_timer = loop_timer(r->loop, r->cfg.cell_timeout_ms,
-		    on_deadline, r);
+	if (r->cfg.cell_timeout_ms > 0 || r->expire_pending)
+		r->deadline_timer = loop_timer(r->loop, r->expire_pending ? 0 :
+		    r->cfg.cell_timeout_ms, on_deadline, r);
+	r->expire_pending = 0;
 	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
 		worker_kill(r->w, "cannot send the cell to the worker");
 }
@@ -278,6 +280,12 @@ on_deadline(struct loop *l, void *ctx)
 int
 runner_expire(struct runner *r, const char *who)
 {
+	if (r->current == NULL && r->pending != NULL) {
+		/* waiting for its worker: it gets the ladder as it starts */
+		(void)snprintf(r->expired_by, sizeof r->expired_by, "%s", who);
+		r->expire_pending = 1;
+		return 0;
+	}
 	if (r->current == NULL) {
 		errno = ENOENT;
 		return -1;

@@ -100,8 +100,9 @@ int runner_event(struct runner *r, uint64_t id, const char *body,
 /*
  * Gives the running cell the timeout treatment now (the deadline ladder:
  * interrupt, grace, stack dump, kill); its record says it was ended early
- * by who ("the operator"). 0, or -1 with errno ENOENT (no cell running)
- * or EALREADY (its ladder has begun).
+ * by who ("the operator"); a cell waiting for its worker gets it as it
+ * starts. 0, or -1 with errno ENOENT (no cell) or EALREADY (its ladder
+ * has begun).
  */
 int runner_expire(struct runner *r, const char *who);
 /* The pid of the run's jail init (its workers' PID namespace), 0: none. */
