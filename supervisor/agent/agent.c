@@ -34,6 +34,7 @@ extern char **environ;
 #include "common/log.h"
 #include "supervisor/agent/agent_int.h"
 #include "supervisor/cells/record_json.h"
+#include "supervisor/ctl/ctl.h"
 #include "supervisor/front/config.h"
 #include "supervisor/front/events.h"
 #include "supervisor/model/hosttools.h"
@@ -176,6 +177,8 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 {
 	struct cell *c;
 
+	if (agent_op_hold(a, code, len, summary, generated_by))
+		return;		/* paused (held) or stopped by the operator */
 	/* code may be the successor itself: record the cell (a copy) first */
 	c = runner_run(a->runner, code, len, summary, NULL, generated_by);
 	agent_clear_successor(a);
@@ -219,7 +222,7 @@ a_finished(void *ctx, struct cell *c)
 	} else if (c->status == CELL_INTERRUPTED) {
 		agent_stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt "
 		    "or SystemExit: stopping");
-	} else if (agent_over_budget(a, c)) {
+	} else if (agent_over_budget(a, c) || agent_op_stop_due(a)) {
 		return;
 	} else if (c->status == CELL_OK) {
 		a->failures = a->failed_cells = 0;
@@ -249,7 +252,8 @@ static const struct runner_ops agent_runner_ops = {
  * The watchdog's rule of progress (notify.h): a cell is running or
  * waiting for its worker (bounded by the cell's timeout and the worker's
  * ready timeout), or a model call is open (bounded by its request timeout
- * and the outage patience). A run waiting for nothing is not alive, and
+ * and the outage patience), or the operator paused the run (pausing is
+ * progress). A run waiting for nothing is not alive, and
  * systemd restarts it from its journal.
  */
 static int
@@ -257,7 +261,7 @@ a_alive(void *ctx)
 {
 	const struct agent *a = ctx;
 
-	return runner_busy(a->runner) || model_busy(a->model);
+	return runner_busy(a->runner) || model_busy(a->model) || a->paused;
 }
 
 /* Writes the stop record (once); the exit status. */
@@ -296,6 +300,7 @@ agent_run(struct agent *a, const char *wpath)
 		return end_run(a, a->stop_rc);
 	if (agent_setup_model(a) < 0)
 		return EXIT_USAGE;
+	agent_ctl_open(a);	/* before the world: it is masked there */
 	notify_init(a->loop);
 	notify_set_alive(a_alive, a);
 	a->signatures = json_object();
@@ -319,6 +324,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (a->runner == NULL)
 		return EXIT_WORKER;	/* said why */
 	runner_on_death(a->runner, agent_worker_death, a);
+	ctl_set_jail(a->ctl, runner_jail_pid(a->runner));
 	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;
@@ -350,6 +356,7 @@ agent_run(struct agent *a, const char *wpath)
 	model_free(a->model);
 	a->model = NULL;
 	rc = end_run(a, rc);
+	agent_ctl_close(a);
 	tui_end();
 	notify_stopping();
 	return rc;
@@ -359,6 +366,7 @@ static void
 agent_free(struct agent *a)
 {
 	model_free(a->model);
+	agent_ctl_close(a);
 	runner_free(a->runner);
 	view_clear(&a->view);
 	hosttools_free(a->host);

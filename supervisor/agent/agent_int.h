@@ -1,6 +1,6 @@
 /*
  * agent_int.h - private to the agent run's files (agent.c, prompt.c,
- * show.c, budget.c, resume.c, agentcall.c, repair.c): the run's state and
+ * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c): the run's state and
  * the functions they share. Nothing outside them includes it; the run's
  * public face is agent.h.
  */
@@ -25,6 +25,7 @@
 #define RECOVERY_SUMMARY \
 	"Analyze the previous cell's error and generate repair code."
 
+struct ctl;
 struct journal;
 struct pending;
 
@@ -82,12 +83,25 @@ struct agent {
 	double cost_base, cost_est;
 	struct model_usage usage_final;
 	double run_started;		/* wall clock of the run's first start */
+	uint64_t deadline_timer;	/* the run deadline's, 0: none */
 	char *restart_note;		/* for the next model request (resume) */
 	long long recovery_tokens_at;	/* the repair request's count_call */
 	size_t recovery_bytes, recovery_streamed;
 	struct agent_req recovery_req;	/* the repair request's events */
 	struct pending *calls;		/* the cells' model calls in flight */
 	struct runstop stops;		/* signals */
+	/* the operator (operator.c): the control socket, a pause, a stop
+	 * asked for (1 after the cell, 2 now), notes not yet delivered, a
+	 * cell held back while paused, the outage being waited out */
+	struct ctl *ctl;
+	char *run_name;
+	int paused, op_stop;
+	unsigned notes_pending;
+	int held;
+	char *held_code, *held_summary;
+	size_t held_len;
+	int64_t held_gen;
+	char outage[160];
 };
 
 /* agent.c: stopping, journal records, the successor, the run loop */
@@ -111,6 +125,7 @@ void agent_show_result(const struct agent *a, const struct cell *c);
 
 /* budget.c: budgets, spending and failure counts */
 long long agent_tokens(const struct agent *a);
+double agent_cost(const struct agent *a);
 const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
 void agent_count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes);
@@ -156,6 +171,17 @@ const struct agent_req *agent_call_req(const struct agent *a, uint64_t call);
 
 /* budget.c: USD spent by the run, < 0 without a price */
 double agent_cost_usd(const struct agent *a);
+/* operator.c: the control socket and what its commands change */
+void agent_ctl_open(struct agent *a);
+void agent_ctl_close(struct agent *a);
+int agent_op_hold(struct agent *a, const char *code, size_t len,
+    const char *summary, int64_t generated_by);
+int agent_op_stop_due(struct agent *a);
+void agent_op_notes_delivered(struct agent *a);
+void agent_op_renote(struct agent *a);
+
+/* reload.c: budgets re-read from options (agentz ctl NAME budgets ...) */
+json_t *agent_op_budgets(struct agent *a, const char *opts, size_t len);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

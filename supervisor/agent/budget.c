@@ -30,7 +30,7 @@ agent_tokens(const struct agent *a)
 }
 
 /* USD spent by the whole run, across restarts; 0 without a price. */
-static double
+double
 agent_cost(const struct agent *a)
 {
 	struct model_usage u = a->usage_final;
@@ -213,6 +213,7 @@ on_run_deadline(struct loop *l, void *ctx)
 	char why[96];
 
 	(void)l;
+	a->deadline_timer = 0;
 	(void)snprintf(why, sizeof why, "stopping: the run deadline of %.0f s "
 	    "was reached", a->cfg.deadline);
 	agent_stop(a, EXIT_BUDGET, why);
@@ -241,15 +242,18 @@ agent_resume_over_budget(struct agent *a)
 	return 1;
 }
 
+/* (Re)arms the run deadline's timer; one already past fires at once (a
+ * resumed run past it is stopped by resume_over_budget first). */
 void
 agent_start_deadline(struct agent *a)
 {
 	double left = a->cfg.deadline - (loop_wall() - a->run_started);
 
-	/* a resumed run past it is stopped by resume_over_budget */
-	if (a->cfg.deadline > 0 && left > 0)
-		(void)loop_timer(a->loop, (uint64_t)(left * 1000.0),
-		    on_run_deadline, a);
+	loop_timer_cancel(a->loop, a->deadline_timer);
+	a->deadline_timer = 0;
+	if (a->cfg.deadline > 0)
+		a->deadline_timer = loop_timer(a->loop, left > 0 ?
+		    (uint64_t)(left * 1000.0) : 0, on_run_deadline, a);
 }
 
 /*

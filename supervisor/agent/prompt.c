@@ -113,6 +113,7 @@ on_outage(void *ctx, const struct model_outage *o)
 
 	agent_ev_outage(a, o);
 	if (o->over != 0) {
+		a->outage[0] = '\0';
 		tui_set_waiting(NULL);
 		notify_status("%s", o->over > 0 ? "the model answers again" :
 		    "stopped waiting for the model");
@@ -121,6 +122,7 @@ on_outage(void *ctx, const struct model_outage *o)
 	(void)snprintf(what, sizeof what, "waiting for the model: %s; next "
 	    "try in %.0f s", o->reason, o->next_try_in);
 	tui_set_waiting(what);
+	(void)snprintf(a->outage, sizeof a->outage, "%s", what);
 	notify_status("%s", what);
 	(void)agent_record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
 	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));

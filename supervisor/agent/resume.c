@@ -47,6 +47,7 @@ agent_add_restart_note(struct agent *a, json_t *params, const char *sep)
 	}
 	free(a->restart_note);
 	a->restart_note = NULL;
+	agent_op_notes_delivered(a);
 }
 
 /* The restart note ahead of an input kept as text (see add_restart_note):
@@ -87,6 +88,7 @@ agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
 		*n = strlen(out);
 		free(a->restart_note);
 		a->restart_note = NULL;
+		agent_op_notes_delivered(a);
 	}
 	return out;
 }
@@ -417,6 +419,7 @@ agent_resume(struct agent *a)
 	} else if (!agent_resume_over_budget(a) && last != NULL) {
 		(void)snprintf(key, sizeof key, "%u", last->n);
 		set_restart_note(a, last);
+		agent_op_renote(a);
 		continue_from(a, last, json_object_get(succ, key));
 	}
 	json_decref(succ);

@@ -18,6 +18,7 @@
 				 * repeats */
 #define EXIT_JOURNAL	5	/* the journal cannot be written: disk full,
 				 * read-only */
+#define EXIT_OPERATOR	6	/* the operator stopped the run (agentz ctl) */
 #define EXIT_SIGINT	130
 
 struct config {

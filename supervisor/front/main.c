@@ -4,6 +4,8 @@
  *   agentz [options] "task"         an agent run: the model writes the cells
  *   agentz exec [options] FILE...   a supervised persistent interpreter
  *   agentz report JOURNAL [-o FILE] a run's journal as an HTML page
+ *   agentz ctl RUN COMMAND          steer a running agent run
+ *   agentz runs [--json]            the agent runs on this host
  *
  * main() only does what both need first (no core dumps of our memory, the
  * subreaper, ./.env) and picks the front end; each parses its options.
@@ -17,6 +19,7 @@
 #include "sandbox/contain.h"
 #include "supervisor/agent/agent.h"
 #include "supervisor/front/config.h"
+#include "supervisor/front/ctlcli.h"
 #include "supervisor/text/dotenv.h"
 #include "supervisor/front/exec.h"
 #include "supervisor/front/notify.h"
@@ -31,6 +34,12 @@ usage(FILE *f)
 	    "supervised worker\n"
 	    "       agentz report JOURNAL [-o FILE]  a run's journal as one "
 	    "HTML page\n"
+	    "       agentz ctl RUN COMMAND [ARGS]    steer a running run "
+	    "(status, note,\n"
+	    "                                        stop, pause, resume, "
+	    "kill-cell, budgets)\n"
+	    "       agentz runs [--json]             list the agent runs on "
+	    "this host\n"
 	    "       agentz --version\n"
 	    "'agentz --help' and 'agentz exec --help' list the options\n");
 }
@@ -39,6 +48,11 @@ int
 main(int argc, char **argv)
 {
 	log_init("agentz", 0);
+	/* The operator's clients: dumpable, so a run can check who they are */
+	if (argc >= 2 && strcmp(argv[1], "ctl") == 0)
+		return ctlcli_ctl_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "runs") == 0)
+		return ctlcli_runs_main(argc - 1, argv + 1);
 	/* Nothing we start may read our memory or /proc/<pid>/environ. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	/* Orphans of the worker's tree come to us, to be swept. */

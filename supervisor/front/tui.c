@@ -30,6 +30,8 @@ static struct {
 	size_t streaming;	/* delta bytes of the current request */
 	long long total;
 	double cost;		/* USD; < 0 unknown */
+	int op_paused;		/* the operator paused the run */
+	unsigned op_notes;	/* operator notes not yet delivered */
 } tui = { .cost = -1 };
 
 /*
@@ -69,7 +71,7 @@ static void
 draw(void)
 {
 	static const char spin[] = "|/-\\";
-	char bar[512], frame[700], tokens[64], cost[48], money[32];
+	char bar[512], frame[700], tokens[64], cost[48], money[32], op[64];
 	int n;
 
 	if (tui.streaming > 0)
@@ -81,8 +83,10 @@ draw(void)
 	if (tui.cost >= 0)
 		(void)snprintf(cost, sizeof cost, ", %s", price_format(tui.cost,
 		    money, sizeof money));
-	(void)snprintf(bar, sizeof bar, " %c cell %u: %s | %s%s%stotal %lld "
-	    "tokens%s", spin[tui.tick % 4], tui.cell, tui.summary,
+	(void)snprintf(op, sizeof op, "%s%s", tui.op_paused ? "PAUSED | " : "",
+	    tui.op_notes > 0 ? "operator note pending | " : "");
+	(void)snprintf(bar, sizeof bar, " %c %scell %u: %s | %s%s%stotal %lld "
+	    "tokens%s", spin[tui.tick % 4], op, tui.cell, tui.summary,
 	    tui.waiting, tui.waiting[0] != '\0' ? " | " : "", tokens,
 	    tui.total, cost);
 	if (strlen(bar) > tui.cols)
@@ -192,6 +196,15 @@ void
 tui_set_cost(double usd)
 {
 	tui.cost = usd;
+}
+
+void
+tui_set_operator(int paused, unsigned notes)
+{
+	tui.op_paused = paused;
+	tui.op_notes = notes;
+	if (tui.active && !tui.paused)
+		draw();
 }
 
 void

@@ -28,6 +28,8 @@ void tui_set_total(long long tokens);
 void tui_set_cost(double usd);
 /* A model outage being waited out ("" or NULL: none), shown in the bar. */
 void tui_set_waiting(const char *what);
+/* The operator's marks (agentz ctl): paused, notes not yet delivered. */
+void tui_set_operator(int paused, unsigned notes);
 /* While input() waits for a line the bar is not redrawn. */
 void tui_pause(int paused);
 

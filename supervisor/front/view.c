@@ -192,6 +192,17 @@ view_init(struct view *v, const struct config *c, const char *wpath,
 	return 0;
 }
 
+int
+view_add_mask(struct view *v, const char *path)
+{
+	if (v->jc.mode == JAIL_OFF)
+		return 0;
+	if (add_mask(v, path, NULL) < 0)
+		return -1;
+	v->jc.masks = (const char *const *)v->masks;
+	return 0;
+}
+
 void
 view_clear(struct view *v)
 {

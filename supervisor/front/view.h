@@ -28,5 +28,8 @@ struct view {
 int view_init(struct view *v, const struct config *c, const char *wpath,
     const char *cmd);
 void view_clear(struct view *v);
+/* Masks one more absolute path (made before the world is built: a path
+ * that does not exist then is dropped). Nothing without a view. 0 / -1. */
+int view_add_mask(struct view *v, const char *path);
 
 #endif

@@ -253,6 +253,8 @@ dispatch_pending(struct runner *r)
 		return;
 	r->pending = NULL;
 	r->current = c;
+	if (!r->expire_pending)
+		r->expired_by[0] = '\0';
 	c->started_at = loop_wall();
 	c->t0_us = loop_now_us();
 	c->worker_pid = worker_pid(r->w);
@@ -260,9 +262,10 @@ dispatch_pending(struct runner *r)
 	/* CPU is counted from the previous sample (READY or the last
 	 * DONE): no read on the way in, one write to reset the peak. */
 	(void)procstat_reset_peak(&r->ps);
-	if (r->cfg.cell_timeout_ms > 0)
-		r->deadline_timer = loop_timer(r->loop, r->cfg.cell_timeout_ms,
-		    on_deadline, r);
+	if (r->cfg.cell_timeout_ms > 0 || r->expire_pending)
+		r->deadline_timer = loop_timer(r->loop, r->expire_pending ? 0 :
+		    r->cfg.cell_timeout_ms, on_deadline, r);
+	r->expire_pending = 0;
 	r->snap_refused = snapshot_refusal(r);
 	if (r->snap_refused == NULL && worker_snapshot(r->w, c->n) < 0)
 		r->snap_refused = "none: cannot ask the worker for one";
@@ -348,14 +351,48 @@ on_deadline(struct loop *l, void *ctx)
 	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
 }
 
+int
+runner_expire(struct runner *r, const char *who)
+{
+	if (r->current == NULL && r->pending != NULL) {
+		/* waiting for its worker: it gets the ladder as it starts */
+		(void)snprintf(r->expired_by, sizeof r->expired_by, "%s", who);
+		r->expire_pending = 1;
+		return 0;
+	}
+	if (r->current == NULL) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (r->current->timeout_stage != NULL) {
+		errno = EALREADY;
+		return -1;
+	}
+	loop_timer_cancel(r->loop, r->deadline_timer);
+	(void)snprintf(r->expired_by, sizeof r->expired_by, "%s", who);
+	on_deadline(r->loop, r);
+	return 0;
+}
+
+pid_t
+runner_jail_pid(const struct runner *r)
+{
+	return r->jail != NULL ? jail_init_pid(r->jail) : 0;
+}
+
 void
 runner_timeout_detail(struct runner *r, struct cell *c)
 {
-	char d[256];
+	char d[256], why[96];
 	int killed = strcmp(c->timeout_stage, "killed") == 0;
 
-	(void)snprintf(d, sizeof d, "the cell exceeded its %.3g s timeout: %s%s",
-	    (double)r->cfg.cell_timeout_ms / 1000.0, !killed ?
+	if (r->expired_by[0] != '\0')
+		(void)snprintf(why, sizeof why, "was ended early by %s",
+		    r->expired_by);
+	else
+		(void)snprintf(why, sizeof why, "exceeded its %.3g s timeout",
+		    (double)r->cfg.cell_timeout_ms / 1000.0);
+	(void)snprintf(d, sizeof d, "the cell %s: %s%s", why, !killed ?
 	    "interrupted (KeyboardInterrupt); the namespace was kept" :
 	    "it ignored the interrupt, so after the grace period its whole "
 	    "process tree was killed; ", !killed ? "" : c->rolled_back ?

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "proto/proto.h"
 #include "supervisor/cells/cells.h"
@@ -112,6 +113,17 @@ void runner_reply_error(struct runner *r, uint64_t id, const char *type,
 /* Streams one EVENT for a request before its REPLY. */
 int runner_event(struct runner *r, uint64_t id, const char *body,
     size_t len);
+
+/*
+ * Gives the running cell the timeout treatment now (the deadline ladder:
+ * interrupt, grace, stack dump, kill); its record says it was ended early
+ * by who ("the operator"); a cell waiting for its worker gets it as it
+ * starts. 0, or -1 with errno ENOENT (no cell) or EALREADY (its ladder
+ * has begun).
+ */
+int runner_expire(struct runner *r, const char *who);
+/* The pid of the run's jail init (its workers' PID namespace), 0: none. */
+pid_t runner_jail_pid(const struct runner *r);
 
 struct cells *runner_cells(struct runner *r);
 struct cell *runner_current(struct runner *r);	/* running cell or NULL */

@@ -46,6 +46,8 @@ struct runner {
 	/* the running cell's deadline */
 	uint64_t deadline_timer, stage_timer;
 	uint64_t deadline_us, kill_us;
+	char expired_by[64];	/* who ended it early (runner_expire), or "" */
+	int expire_pending;	/* the pending cell is ended as it starts */
 	uint64_t cpu0_us;	/* the worker's CPU at the last sample */
 	struct procstat ps;	/* the live worker's /proc files */
 	/* a cell whose worker died, finished once a fresh one is ready */

@@ -15,7 +15,10 @@ and the run's journal say:
 - a SIGKILLed supervisor resumed by Restart=, running the registered
   successor as the model's cell;
 - a budget stop (exit 4) not restarted;
-- `systemctl stop` ending the whole worker tree.
+- `systemctl stop` ending the whole worker tree;
+- `agentz ctl` reaching the unit's control socket (hidden from its cells),
+  `systemctl reload` re-reading the budgets, and an operator stop (exit 6)
+  not restarted.
 
 Like an operator would, the tests shorten the unit's timers with a drop-in
 (/etc/systemd/system/agentz@.service.d/): WatchdogSec=5 and RestartSec=1
@@ -446,3 +449,61 @@ def test_systemctl_stop_ends_the_worker_tree(booted):
     assert props["ActiveState"] in ("inactive", "failed"), props
     assert left == {}, left
     assert stray == [], stray
+
+
+# -- the control socket under the unit (issue 13) ---------------------------
+
+CTL_PROBE = r'''
+import os
+try:
+    seen = repr(sorted(os.listdir("/run/agentz")))
+except OSError as e:
+    seen = type(e).__name__
+print("SEEN " + seen, flush=True)
+''' + wait_go("CTL WAITING")
+
+
+def test_agentz_ctl_steers_the_unit_and_stop_is_not_restarted(booted):
+    script = [first(CTL_PROBE, "Wait for go."), OK]
+    with ModelServer(script) as srv:
+        u = Instance(booted, "ctl", srv)
+        rc, err = u.start()
+        assert rc == 0, err + u.diag()
+        log = u.wait_log("CTL WAITING")
+        assert "SEEN ['ctl']" not in log and "SEEN " in log, log
+        sock = "/run/agentz/ctl/ctl.sock"      # in the container's /run
+        p = booted.run(["stat", "-c", "%a %F", sock])
+        assert p.stdout.strip() == "600 socket", p.stdout + p.stderr
+        p = booted.run(["agentz", "ctl", "ctl", "status"])
+        assert p.returncode == 0, p.stderr + u.diag()
+        st = json.loads(p.stdout)
+        assert st["name"] == "ctl" and st["state"] == "running", st
+        assert st["cell"]["n"] == 1 and st["pid"] == int(u.show()["MainPID"])
+        # systemctl reload: the budgets of the options file as it is now
+        env = os.path.join(booted.root, "etc/agentz/ctl.env")
+        with open(env) as f:
+            text = f.read()
+        with open(env, "w") as f:
+            f.write(text.replace('--cell-timeout 90', '--cell-timeout 90 '
+                                 '--max-cells 7'))
+        p = booted.run(["systemctl", "reload", u.unit], timeout=60)
+        assert p.returncode == 0, p.stderr + u.diag()
+        p = booted.run(["agentz", "ctl", "ctl", "status"])
+        assert json.loads(p.stdout)["cells"]["max"] == 7, p.stdout
+        p = booted.run(["agentz", "runs", "--json"])
+        runs = [json.loads(ln) for ln in p.stdout.splitlines()]
+        assert [r["socket"] for r in runs if r["name"] == "ctl"] == \
+            ["/run/agentz/ctl/ctl.sock"], p.stdout
+        p = booted.run(["agentz", "ctl", "ctl", "stop", "--now"])
+        assert p.returncode == 0, p.stderr
+        u.wait_ended()
+        # Longer than RestartSec: a restart would have happened by now.
+        time.sleep(RESTART_SEC + 3)
+        props = u.show()
+        log = u.log()
+    assert props["ExecMainStatus"] == "6" and props["NRestarts"] == "0", \
+        repr(props) + u.diag()
+    assert "Scheduled restart" not in log, log
+    recs = u.journal()
+    assert recs[-1]["type"] == "stop" and recs[-1]["exit"] == 6, u.diag()
+    assert booted.run(["test", "-e", sock]).returncode == 1

@@ -1,0 +1,101 @@
+/*
+ * reload.c - the run's budgets re-read at the operator's word
+ * (`agentz ctl NAME budgets OPTIONS`, which the unit's ExecReload= runs
+ * with the options file's $AGENTZ_OPTS, so `systemctl reload` re-reads
+ * them; see agent_int.h).
+ *
+ * The options are parsed as the command line is; only the budgets are
+ * taken (--max-cells, --deadline, --max-tokens, --max-cost,
+ * --max-same-failure), each replaced, an absent one back to its default:
+ * re-reading the file means what it says now. They are checked where they
+ * always are (cells, tokens, cost and failures when a cell ends); the run
+ * deadline's timer is re-armed at once.
+ */
+#include "supervisor/agent/agent_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "supervisor/front/config.h"
+
+#define WORDS_MAX 64
+
+/* Splits the options at blanks, as systemd splits $AGENTZ_OPTS, into
+ * argv after "agentz"; the words live in buf. The count, or -1. */
+static int
+split(char *buf, char **argv, int max)
+{
+	char *save, *w;
+	int n = 1;
+
+	argv[0] = (char *)(uintptr_t)"agentz";
+	for (w = strtok_r(buf, " \t", &save); w != NULL;
+	    w = strtok_r(NULL, " \t", &save)) {
+		if (n == max - 1)
+			return -1;
+		argv[n++] = w;
+	}
+	argv[n] = NULL;
+	return n;
+}
+
+static json_t *
+refuse(const char *why)
+{
+	return json_pack("{s:b, s:s}", "ok", 0, "error", why);
+}
+
+/* Takes c's budgets; NULL, or why they cannot be kept. */
+static const char *
+take(struct agent *a, const struct config *c)
+{
+	if (c->nargs != 0)
+		return "budgets takes options only (e.g. --max-cells 40)";
+	if (c->max_cost > 0 && !a->priced)
+		return "--max-cost needs the price of the run's model, which "
+		    "it has none of (--price at its start)";
+	a->cfg.max_cells = c->max_cells;
+	a->cfg.deadline = c->deadline;
+	a->cfg.max_tokens = c->max_tokens;
+	a->cfg.max_cost = c->max_cost;
+	a->cfg.max_same_failure = c->max_same_failure;
+	agent_start_deadline(a);
+	return NULL;
+}
+
+json_t *
+agent_op_budgets(struct agent *a, const char *opts, size_t len)
+{
+	char *buf = strndup(opts, len), *argv[WORDS_MAX];
+	const char *no = NULL;
+	struct config c;
+	int argc;
+
+	if (buf == NULL)
+		return refuse("out of memory");
+	if ((argc = split(buf, argv, WORDS_MAX)) < 0) {
+		free(buf);
+		return refuse("too many words");
+	}
+	/* a bad option is said on the run's stderr, by the usual parser */
+	if (config_parse(&c, argc, argv, "agentz ctl budgets") != 0)
+		no = "not options agentz takes (the run's log says which)";
+	else
+		no = take(a, &c);
+	config_clear(&c);
+	free(buf);
+	if (no != NULL)
+		return refuse(no);
+	log_info("budgets re-read: --max-cells %u --deadline %.0f "
+	    "--max-tokens %lld --max-cost %g --max-same-failure %u (0: none)",
+	    a->cfg.max_cells, a->cfg.deadline, a->cfg.max_tokens,
+	    a->cfg.max_cost, a->cfg.max_same_failure);
+	return json_pack("{s:b, s:i, s:f, s:I, s:f, s:i}", "ok", 1,
+	    "max_cells", (int)a->cfg.max_cells, "deadline", a->cfg.deadline,
+	    "max_tokens", (json_int_t)a->cfg.max_tokens, "max_cost",
+	    a->cfg.max_cost, "max_same_failure", (int)a->cfg.max_same_failure);
+}

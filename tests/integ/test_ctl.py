@@ -1,0 +1,920 @@
+"""The operator's control socket (issue 13, items 1, 2 and 5): agentz ctl
+against live scripted runs, agentz runs, the peer checks, bad clients.
+
+Each run's cells wait on gate files the test creates in the workspace, and
+the test waits on events: a line on the run's stdout, a journal record, a
+reply on the socket, the process's exit. No sleep stands in for one.
+"""
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agentz_util import AGENTZ, ROOT, SAN, binaries_for_any_user  # noqa: E402
+from model_server import ModelServer  # noqa: E402
+
+SLOW = 4 if SAN else 1
+EXIT_OPERATOR = 6
+
+
+def code(src):
+    return textwrap.dedent(src).strip("\n") + "\n"
+
+
+def first(src, summary="first"):
+    return [{"match": "Submit the first Python cell",
+             "next_cell": {"code": code(src), "summary": summary}},
+            {"text": "ok"}]
+
+
+def on(word, src, summary="next"):
+    """Turns: a request holding word gets src as its next cell."""
+    return [{"match": word, "next_cell": {"code": code(src),
+                                           "summary": summary}},
+            {"text": "ok"}]
+
+
+def gated(n, then="quit()"):
+    """A cell that says C<n>, waits for the gate file go<n>, then runs
+    then."""
+    return code(f"""
+        import os, time
+        print('C{n}', flush=True)
+        while not os.path.exists('go{n}'):
+            time.sleep(0.01)
+        """) + code(then)
+
+
+HANG = code("""
+    import time
+    print('C1', flush=True)
+    time.sleep(300)
+    """)
+
+
+class Run:
+    """One agentz run in the background: its stdout and stderr collected
+    by threads, waits on what it printed."""
+
+    def __init__(self, srv, tmp_path, name, rt, args=(), env=None,
+                 agentz=AGENTZ, prefix=(), owner=None):
+        self.ws = tmp_path / ("ws-" + name)
+        self.ws.mkdir()
+        if owner is not None:
+            os.chown(self.ws, owner, owner)
+        self.journal = tmp_path / (name + ".jsonl")
+        e = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        if rt is not None:
+            e["RUNTIME_DIRECTORY"] = str(rt)
+        e.update(env or {})
+        self.sock = os.path.join(str(rt), name + ".sock") if rt else None
+        self.p = subprocess.Popen(
+            [*prefix, agentz, "--base-url", srv.base_url, "--journal",
+             str(self.journal), "--cell-timeout", "60", *args, "the task"],
+            cwd=self.ws, env=e, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.cond = threading.Condition()
+        self.out, self.err, self.eof = b"", b"", 0
+        self.threads = [threading.Thread(target=self._read, args=(f, n))
+                        for f, n in ((self.p.stdout, "out"),
+                                     (self.p.stderr, "err"))]
+        for t in self.threads:
+            t.start()
+
+    def _read(self, f, attr):
+        while True:
+            chunk = os.read(f.fileno(), 65536)
+            with self.cond:
+                if not chunk:
+                    self.eof += 1
+                    self.cond.notify_all()
+                    return
+                setattr(self, attr, getattr(self, attr) + chunk)
+                self.cond.notify_all()
+
+    def wait_out(self, marker, timeout=30, attr="out"):
+        m = marker.encode()
+        with self.cond:
+            ok = self.cond.wait_for(lambda: m in getattr(self, attr)
+                                    or self.eof == 2, timeout * SLOW)
+            assert ok and m in getattr(self, attr), self.show()
+
+    def wait_err(self, marker, timeout=30):
+        self.wait_out(marker, timeout, "err")
+
+    def wait(self, timeout=30):
+        rc = self.p.wait(timeout=timeout * SLOW)
+        for t in self.threads:
+            t.join(timeout=10)
+        return rc
+
+    def gate(self, n):
+        (self.ws / f"go{n}").write_text("go")
+
+    def records(self, type_=None):
+        recs = [json.loads(line) for line in open(self.journal)]
+        return [r for r in recs if type_ is None or r["type"] == type_]
+
+    def wait_record(self, pred, timeout=30):
+        """Polls the journal (written before the step goes on) for a
+        record matching pred."""
+        end = time.monotonic() + timeout * SLOW
+        while time.monotonic() < end and self.p.poll() is None:
+            if os.path.exists(self.journal) and \
+                    any(pred(r) for r in self.records()):
+                return
+            time.sleep(0.005)
+        raise AssertionError("no such journal record\n" + self.show())
+
+    def show(self):
+        return "--- stdout\n%s\n--- stderr\n%s" % (
+            self.out.decode(errors="replace"),
+            self.err.decode(errors="replace"))
+
+    def ctl(self, *words, **kw):
+        return ctl(self.sock, *words, **kw)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.wait()
+
+
+def ctl(target, *words, env=None, prefix=(), agentz=AGENTZ):
+    """agentz ctl TARGET WORDS...: (exit code, reply or None, stderr)."""
+    p = subprocess.run([*prefix, agentz, "ctl", target, *words],
+                       capture_output=True, text=True, env=env,
+                       timeout=30 * SLOW)
+    reply = json.loads(p.stdout) if p.stdout.strip() else None
+    return p.returncode, reply, p.stderr
+
+
+def raw(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10 * SLOW)
+    s.connect(path)
+    return s
+
+
+def read_reply(s):
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return json.loads(buf) if buf else None
+
+
+def closed_by_server(s):
+    """True once the server closed s (EOF or reset), reading what is left."""
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+@pytest.fixture
+def rt(tmp_path):
+    d = tmp_path / "rt"
+    d.mkdir(mode=0o700)
+    return d
+
+
+# --- status and note ----------------------------------------------------------
+
+def test_status_fields_and_a_note_reaches_the_next_request(tmp_path, rt):
+    secret = "sekrit-value-4711"
+    script = first(gated(1, """
+        r = call_me(input='ZQAFTERNOTE')
+        print('GOT', r.output_text)
+        quit()
+        """), "wait for go1") + [{"match": "ZQAFTERNOTE", "text": "fine"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "st", rt, args=("--max-tokens", "1000000",
+                                                 "--max-cells", "50"),
+                  env={"MY_TOKEN": secret})
+        try:
+            run.wait_out("C1")
+            rc, st, err = run.ctl("status")
+            assert rc == 0 and st["ok"] is True, err
+            assert st["name"] == "st" and st["state"] == "running"
+            assert st["pid"] == run.p.pid and st["uid"] == os.geteuid()
+            assert st["cell"]["n"] == 1
+            assert st["cell"]["summary"] == "wait for go1"
+            assert 0 <= st["cell"]["age_s"] < 60
+            assert st["cell"]["timeout_s"] == 60
+            assert 0 < st["cell"]["left_s"] <= 60
+            assert st["cells"] == {"used": 2, "max": 50, "left": 48}
+            assert st["tokens"]["used"] > 0
+            assert st["tokens"]["max"] == 1000000
+            assert st["tokens"]["left"] == 1000000 - st["tokens"]["used"]
+            assert st["worker"]["pid"] > 0 and st["worker"]["rss_kb"] > 0
+            assert st["last"] == "cell 0: ok" and st["last_error"] is None
+            assert st["outage"] is None and st["paused"] is False
+            assert st["stop"] is None and st["notes_pending"] == 0
+            rc, r, err = run.ctl("note", "mind", secret, "and be brief")
+            assert rc == 0 and r == {"ok": True, "notes_pending": 1}, err
+            assert run.ctl("status")[1]["notes_pending"] == 1
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+        asked = [r["body"]["input"] for r in srv.requests if r["body"] and
+                 isinstance(r["body"]["input"], str) and
+                 "ZQAFTERNOTE" in r["body"]["input"]]
+    inp = asked[0]
+    assert inp.startswith("[agentz] A note from the operator of this run: "
+                          "mind [REDACTED] and be brief\n\nZQAFTERNOTE"), inp
+    notes = run.records("note")
+    assert [(n["from"], n["text"]) for n in notes] == \
+        [("operator", "mind [REDACTED] and be brief")]
+    assert [r["notes"] for r in run.records("note_delivered")] == [1]
+    assert secret not in open(run.journal).read()
+    assert secret not in run.err.decode()
+    assert "a note from the operator" in run.err.decode()
+    # the socket is gone with the run
+    assert not os.path.exists(run.sock)
+
+
+# --- stop ----------------------------------------------------------------------
+
+def test_stop_ends_the_run_after_the_cell_with_its_own_exit_code(tmp_path, rt):
+    script = first(gated(1, """
+        call_me(input='ZQNEXT')
+        print('C1 END', flush=True)
+        """)) + on("ZQNEXT", "print('C2', flush=True)\nquit()\n")
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "stop", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("stop")
+            assert rc == 0 and r == {"ok": True, "stop": "after-cell"}, err
+            st = run.ctl("status")[1]
+            assert st["state"] == "stopping" and st["stop"] == "after-cell"
+            assert st["cell"]["n"] == 1    # the cell goes on
+            run.gate(1)
+            assert run.wait() == EXIT_OPERATOR, run.show()
+        finally:
+            run.kill()
+    assert b"C1 END" in run.out and b"C2" not in run.out
+    outs = run.records("output")
+    assert outs[-1]["cell"] == 1 and outs[-1]["status"] == "ok"
+    assert [r["cell"] for r in run.records("input")] == [0, 1]
+    stop = run.records()[-1]
+    assert stop["type"] == "stop" and stop["exit"] == EXIT_OPERATOR
+    assert "operator" in stop["reason"]
+    unit = open(os.path.join(ROOT, "systemd", "agentz@.service")).read()
+    prevent = [ln for ln in unit.splitlines()
+               if ln.startswith("RestartPreventExitStatus=")]
+    assert str(EXIT_OPERATOR) in prevent[0].split("=")[1].split()
+
+
+def test_stop_now_interrupts_the_cell_then_stops(tmp_path, rt):
+    with ModelServer(first(HANG)) as srv:
+        run = Run(srv, tmp_path, "now", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("stop", "--now")
+            assert rc == 0 and r == {"ok": True, "stop": "now"}, err
+            assert run.wait() == EXIT_OPERATOR, run.show()
+        finally:
+            run.kill()
+        asked = len(srv.requests)
+    out = run.records("output")[-1]
+    assert out["cell"] == 1 and out["kind"] == "timeout"
+    assert "ended early by the operator (stop --now)" in out["detail"]
+    assert run.records()[-1]["exit"] == EXIT_OPERATOR
+    assert asked == 2       # no repair was asked for
+
+
+# --- pause, resume, kill-cell, the watchdog ---------------------------------------
+
+class Notify:
+    """A notify socket (as systemd gives a Type=notify unit), read by a
+    thread at once (a full queue would block the supervisor's sd_notify)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.msgs = []
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while True:
+            try:
+                m = self.sock.recv(4096)
+            except OSError:
+                return
+            with self.cond:
+                self.msgs.append(m)
+                self.cond.notify_all()
+
+    def pings_after(self, start, n, timeout=10):
+        """Waits for n WATCHDOG=1 after the first start messages."""
+        with self.cond:
+            return self.cond.wait_for(
+                lambda: self.msgs[start:].count(b"WATCHDOG=1") >= n,
+                timeout * SLOW)
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+def test_pause_holds_the_next_cell_and_feeds_the_watchdog(tmp_path, rt):
+    notify = Notify(str(tmp_path / "notify.sock"))
+    script = first(gated(1, "call_me(input='ZQNEXT')\n")) + \
+        on("ZQNEXT", "print('C2', flush=True)\nquit()\n", "the second")
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "pause", rt,
+                  env={"NOTIFY_SOCKET": notify.path,
+                       "WATCHDOG_USEC": "100000"})
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("pause")
+            assert rc == 0 and r == {"ok": True, "paused": True}, err
+            run.gate(1)
+            run.wait_record(lambda r: r["type"] == "output" and
+                            r["cell"] == 1)
+            st = run.ctl("status")[1]
+            assert st["state"] == "paused" and st["paused"] is True
+            assert st["cell"] is None and st["held_cell"] == 2
+            assert [r["cell"] for r in run.records("input")] == [0, 1]
+            rc, r, err = run.ctl("kill-cell")
+            assert rc == 1 and r == {"ok": False,
+                                     "error": "no cell is running"}, err
+            # nothing runs and no model call is open, yet the watchdog is
+            # fed: pausing is progress (counted from now on: a ping sent
+            # before the status reply is already in the list)
+            with notify.cond:
+                start = len(notify.msgs)
+            assert notify.pings_after(start, 3)
+            with notify.cond:
+                assert b"STATUS=paused by the operator: no new cell " \
+                    b"starts" in notify.msgs
+            assert run.ctl("status")[1]["held_cell"] == 2
+            assert b"C2" not in run.out
+            rc, r, err = run.ctl("resume")
+            assert rc == 0 and r == {"ok": True, "paused": False}, err
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+            notify.close()
+    assert b"C2" in run.out
+    ins = run.records("input")
+    assert [r["cell"] for r in ins] == [0, 1, 2]
+    assert ins[2]["summary"] == "the second" and ins[2]["generated_by"] == 1
+    assert [r["command"] for r in run.records("operator")] == \
+        ["pause", "resume"]
+
+
+def test_kill_cell_gives_the_timeout_treatment(tmp_path, rt):
+    script = first(HANG) + [{"match": "Repair the failed cell",
+                             "next_cell": {"code": "quit()\n"}},
+                            {"text": "ok"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "kill", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("kill-cell")
+            assert rc == 0 and r == {"ok": True}, err
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    out = [r for r in run.records("output") if r["cell"] == 1][0]
+    assert out["status"] == "error" and out["kind"] == "timeout"
+    assert out["exception_type"] == "KeyboardInterrupt"
+    assert "ended early by the operator (kill-cell)" in out["detail"]
+    assert "[agentz] cell 1: error timeout" in run.err.decode()
+    assert [r["command"] for r in run.records("operator")] == ["kill-cell"]
+
+
+# --- who may connect ----------------------------------------------------------------
+
+def test_another_uid_is_refused(tmp_path):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    rtd = tempfile.mkdtemp(prefix="agentz-ctl-")
+    os.chmod(rtd, 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        with binaries_for_any_user() as agentz, ModelServer(first(HANG)) \
+                as srv:
+            run = Run(srv, tmp_path, "uid", rtd, agentz=agentz)
+            try:
+                run.wait_out("C1")
+                assert os.stat(run.sock).st_mode & 0o777 == 0o600
+                # the mode refuses first
+                rc, r, err = ctl(run.sock, "status", prefix=nobody,
+                                 agentz=agentz)
+                assert rc == 2 and r is None and "Permission denied" in err
+                # a mode that lets it connect: the peer check refuses
+                os.chmod(run.sock, 0o666)
+                rc, r, err = ctl(run.sock, "stop", "--now", prefix=nobody,
+                                 agentz=agentz)
+                assert rc == 1 and r["ok"] is False, err
+                assert r["error"] == ("refused: uid 65534 is neither the "
+                                      "run's (0) nor root")
+                run.wait_err("refused a client (uid 65534")
+                # the run is unaffected
+                st = run.ctl("status")[1]
+                assert st["state"] == "running" and st["cell"]["n"] == 1
+                assert run.ctl("stop", "--now")[0] == 0
+                assert run.wait() == EXIT_OPERATOR, run.show()
+            finally:
+                run.kill()
+    finally:
+        shutil.rmtree(rtd, ignore_errors=True)
+
+
+WORKER_PROBE = """
+    import os, socket, time
+    print('C1', flush=True)
+    while not os.path.exists('link.sock'):
+        time.sleep(0.01)
+    def ask(path):
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(path)
+            try:
+                s.sendall(b'stop --now\\n')
+            except OSError:
+                pass    # refused at once: the reason waits to be read
+            return s.recv(4096).decode().strip()
+        except OSError as e:
+            return 'ERR ' + type(e).__name__
+    print('DIRECT', ask(%(sock)r), flush=True)
+    try:
+        print('LIST', os.listdir(%(rt)r), flush=True)
+    except OSError as e:
+        print('LIST ERR', type(e).__name__, flush=True)
+    print('VIA', ask('link.sock'), flush=True)
+    quit()
+    """
+
+
+def test_a_connection_from_inside_the_worker_is_refused(tmp_path, rt):
+    sock = str(rt / "inside.sock")
+    script = first(WORKER_PROBE % {"sock": sock, "rt": str(rt)})
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "inside", rt)
+        try:
+            run.wait_out("C1")
+            # the socket is masked in the worker's view: reach it through a
+            # hard link in the workspace, with a mode any uid may use
+            os.chmod(sock, 0o666)
+            os.link(sock, run.ws / "link.sock")
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    out = run.out.decode()
+    direct = [ln for ln in out.splitlines() if ln.startswith("DIRECT")][0]
+    assert direct.startswith("DIRECT ERR"), out
+    assert "LIST ERR" in out or "LIST []" in out, out
+    via = [ln for ln in out.splitlines() if ln.startswith("VIA")][0]
+    reply = json.loads(via[4:])
+    assert reply["ok"] is False, via
+    assert "inside the run's worker PID namespace" in reply["error"]
+    assert run.records()[-1]["exit"] == 0     # not stopped by the cell
+
+
+# --- bad clients ------------------------------------------------------------------------
+
+def test_garbage_and_a_huge_line_are_refused_and_the_run_goes_on(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "junk", rt)
+        try:
+            run.wait_out("C1")
+            s = raw(run.sock)
+            s.sendall(b"\xff\xfe garbage\n")
+            r = read_reply(s)
+            assert r["ok"] is False and "not UTF-8" in r["error"]
+            assert closed_by_server(s)
+            s = raw(run.sock)
+            s.sendall(b"launch the missiles\n")
+            r = read_reply(s)
+            assert r["ok"] is False and "unknown command" in r["error"]
+            assert closed_by_server(s)
+            s = raw(run.sock)
+            try:
+                s.sendall(b"note " + b"x" * (1 << 20) + b"\n")
+                r = read_reply(s)
+            except (BrokenPipeError, ConnectionResetError):
+                r = None        # closed on us mid-line: refused too
+            assert r is None or (r["ok"] is False and
+                                 "too long" in r["error"]), r
+            assert closed_by_server(s)
+            s.close()
+            st = run.ctl("status")[1]
+            assert st["state"] == "running" and st["notes_pending"] == 0
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    assert not run.records("note")
+
+
+def test_a_client_that_never_reads_is_dropped(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "hog", rt)
+        try:
+            run.wait_out("C1")
+            hog = raw(run.sock)
+            try:
+                for _ in range(200):
+                    hog.sendall(b"status\n" * 100)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            # the hog is still connected on our side, unread; others are
+            # served and the run goes on
+            rc, st, err = run.ctl("status")
+            assert rc == 0 and st["cell"]["n"] == 1, err
+            assert closed_by_server(hog)
+            hog.close()
+            run.wait_err("does not read its replies")
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+
+
+# --- agentz runs, names, the default place -------------------------------------------------
+
+def test_runs_lists_two_concurrent_runs_and_a_stale_socket(tmp_path, rt):
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(rt / "gone.sock"))
+    stale.close()
+    with ModelServer(first(HANG)) as srv, ModelServer(first(HANG)) as srv2:
+        a = Run(srv, tmp_path, "alpha", rt)
+        b = Run(srv2, tmp_path, "beta", rt)
+        try:
+            a.wait_out("C1")
+            b.wait_out("C1")
+            p = subprocess.run([AGENTZ, "runs", "--json", str(rt)],
+                               capture_output=True, text=True, timeout=30)
+            assert p.returncode == 0, p.stderr
+            runs = {j["name"]: j for j in map(json.loads,
+                                               p.stdout.splitlines())}
+            assert set(runs) == {"alpha", "beta", "gone"}
+            for name, run in (("alpha", a), ("beta", b)):
+                assert runs[name]["state"] == "running"
+                assert runs[name]["pid"] == run.p.pid
+                assert runs[name]["cell"]["n"] == 1
+                assert runs[name]["tokens"]["used"] > 0
+                assert runs[name]["last"] == "cell 0: ok"
+                assert runs[name]["socket"] == run.sock
+            assert runs["gone"]["state"] == "stale"
+            p = subprocess.run([AGENTZ, "runs", str(rt)], capture_output=True,
+                               text=True, timeout=30)
+            lines = p.stdout.splitlines()
+            assert lines[0].split() == ["NAME", "STATE", "CELL", "AGE",
+                                        "TOKENS", "LAST"]
+            rows = {ln.split()[0]: ln.split() for ln in lines[1:]}
+            assert rows["alpha"][1:3] == ["running", "1"]
+            assert rows["beta"][1:3] == ["running", "1"]
+            assert rows["gone"][1] == "stale"
+            # a run by its name, found through $RUNTIME_DIRECTORY
+            env = dict(os.environ, RUNTIME_DIRECTORY=str(rt))
+            rc, r, err = ctl("beta", "stop", "--now", env=env)
+            assert rc == 0 and r["ok"] is True, err
+            assert a.ctl("stop", "--now")[0] == 0
+            assert a.wait() == EXIT_OPERATOR and b.wait() == EXIT_OPERATOR
+            rc, r, err = ctl("beta", "status", env=env)
+            assert rc == 2 and "no run named 'beta'" in err
+        finally:
+            a.kill()
+            b.kill()
+
+
+def test_the_default_place_is_run_agentz_masked_in_the_view(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("/run/agentz is root's")
+    name = "ctltest-%d" % os.getpid()
+    sock = "/run/agentz/%s.sock" % name
+    script = first("""
+        import os
+        print('C1', flush=True)
+        try:
+            print('SEEN', sorted(os.listdir('/run/agentz')), flush=True)
+        except OSError as e:
+            print('SEEN ERR', type(e).__name__, flush=True)
+        print('ISSOCK', os.path.exists(%r), flush=True)
+        quit()
+        """ % sock)
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, name, None)
+        try:
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    out = run.out.decode()
+    assert "SEEN ERR" in out or "SEEN []" in out, out
+    assert "ISSOCK False" in out, out
+    assert not os.path.exists(sock)
+    assert os.stat("/run/agentz").st_uid == 0
+
+
+def test_help_lists_the_new_commands():
+    p = subprocess.run([AGENTZ, "--help"], capture_output=True, text=True)
+    assert "agentz ctl RUN COMMAND" in p.stdout
+    assert "agentz runs [--json]" in p.stdout
+    assert "6 the operator stopped it" in p.stdout
+    p = subprocess.run([AGENTZ, "ctl", "--help"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0 and "kill-cell" in p.stdout
+    p = subprocess.run([AGENTZ, "ctl", "x"], capture_output=True, text=True)
+    assert p.returncode == 2
+
+
+def test_the_status_bar_shows_paused_and_a_pending_note(tmp_path, rt):
+    import fcntl
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(TERM="xterm", RUNTIME_DIRECTORY=str(rt))
+    buf, cond = [b""], threading.Condition()
+
+    def read():
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                chunk = b""
+            with cond:
+                buf[0] += chunk or b"\0EOF"
+                cond.notify_all()
+            if not chunk:
+                return
+
+    def wait_for(pattern, since=0):
+        rx = re.compile(pattern.encode())
+        with cond:
+            assert cond.wait_for(lambda: rx.search(buf[0], since) or
+                                 b"\0EOF" in buf[0], 30 * SLOW)
+            assert rx.search(buf[0], since), buf[0].decode(errors="replace")
+
+    with ModelServer(first(gated(1))) as srv:
+        p = subprocess.Popen([AGENTZ, "--base-url", srv.base_url,
+                              "--journal", str(tmp_path / "bar.jsonl"),
+                              "the task"], cwd=ws, env=env, stdin=slave,
+                             stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        t = threading.Thread(target=read)
+        t.start()
+        sock = str(rt / "bar.sock")
+        try:
+            wait_for("C1")
+            assert ctl(sock, "pause")[0] == 0
+            wait_for(r"\x1b\[7m . PAUSED \| cell 1: first")
+            assert ctl(sock, "note", "look", "again")[0] == 0
+            wait_for(r"\x1b\[7m . PAUSED \| operator note pending \| cell 1")
+            since = len(buf[0])
+            assert ctl(sock, "resume")[0] == 0
+            wait_for(r"\x1b\[7m . operator note pending \| cell 1", since)
+            (ws / "go1").write_text("go")
+            assert p.wait(timeout=30 * SLOW) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            t.join(timeout=10)
+            os.close(master)
+
+
+def test_status_during_a_model_outage_and_stop_now_there(tmp_path, rt):
+    script = [{"kind": "http_error", "status": 503, "repeat": "forever"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "outage", rt,
+                  args=("--max-retries", "0", "--outage-patience", "600"))
+        try:
+            run.wait_record(lambda r: r["type"] == "outage")
+            st = run.ctl("status")[1]
+            assert st["state"] == "waiting-model", st
+            assert st["outage"].startswith("waiting for the model: "), st
+            assert st["cell"]["n"] == 0
+            rc, r, err = run.ctl("stop", "--now")
+            assert rc == 0, err
+            assert run.wait() == EXIT_OPERATOR, run.show()
+        finally:
+            run.kill()
+    assert [r["command"] for r in run.records("operator")] == ["stop --now"]
+    out = run.records("output")[-1]
+    assert out["cell"] == 0 and out["kind"] == "timeout"
+    assert "stop --now" in run.records()[-1]["reason"]
+
+
+def test_at_most_eight_clients_at_once(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "many", rt)
+        try:
+            run.wait_out("C1")
+            idle = [raw(run.sock) for _ in range(8)]
+            extra = raw(run.sock)
+            r = read_reply(extra)
+            assert r == {"ok": False,
+                         "error": "busy: too many clients connected"}, r
+            assert closed_by_server(extra)
+            # one goes; once another's request is answered, the server has
+            # seen the first one's end, so a new client gets a slot
+            idle.pop().close()
+            idle[0].sendall(b"status\n")
+            assert read_reply(idle[0])["state"] == "running"
+            rc, st, err = run.ctl("status")
+            assert rc == 0 and st["cell"]["n"] == 1, err
+            for s in idle:
+                s.close()
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+
+
+def test_a_note_not_delivered_before_a_crash_goes_after_resume(tmp_path, rt):
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "crash", rt)
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("note", "remember ZQNOTE")
+            assert rc == 0, err
+            run.p.kill()    # SIGKILL: no stop record, the socket left
+            run.wait()
+        finally:
+            run.kill()
+    assert os.path.exists(run.sock)
+    assert [r["type"] for r in run.records()][-1] == "note"
+    script = [{"match": "Repair the failed cell",
+               "next_cell": {"code": "quit()\n"}}, {"text": "ok"}]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["RUNTIME_DIRECTORY"] = str(rt)
+    with ModelServer(script) as srv:
+        p = subprocess.run([AGENTZ, "--base-url", srv.base_url, "--journal",
+                            str(run.journal), "--resume"], cwd=run.ws,
+                           env=env, capture_output=True, text=True,
+                           timeout=60 * SLOW)
+        repair = [r["body"]["input"] for r in srv.requests
+                  if isinstance(r["body"]["input"], str)][0]
+    assert p.returncode == 0, p.stderr
+    assert "[agentz] A note from the operator of this run: remember " \
+        "ZQNOTE" in repair, repair
+    assert "not delivered before the restart" in p.stderr
+    types = [r["type"] for r in run.records()]
+    assert types.count("note") == 1 and types.count("note_delivered") == 1
+    assert types.index("note_delivered") > types.index("resume")
+    assert not os.path.exists(run.sock)     # the stale one replaced, gone
+
+
+def test_a_plain_users_worker_is_refused():
+    """A plain user's worker has the user's uid (in a user namespace): the
+    uid check would let it pass, the PID namespace check refuses it."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    base = tempfile.mkdtemp(prefix="agentz-ctl-user-")
+    os.chmod(base, 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        xdg = os.path.join(base, "xdg")
+        os.mkdir(xdg, 0o700)
+        os.chown(xdg, 65534, 65534)
+        os.chown(base, 65534, 65534)    # the journal's folder
+        sock = os.path.join(xdg, "agentz", "user.sock")
+        script = first(WORKER_PROBE % {"sock": sock,
+                                       "rt": os.path.dirname(sock)})
+        with binaries_for_any_user() as agentz, ModelServer(script) as srv:
+            run = Run(srv, pathlib.Path(base), "user", None, agentz=agentz,
+                      prefix=nobody, owner=65534,
+                      env={"XDG_RUNTIME_DIR": xdg, "HOME": base})
+            try:
+                run.wait_out("C1")
+                assert os.stat(sock).st_uid == 65534
+                assert os.stat(sock).st_mode & 0o777 == 0o600
+                # the user's own client is let in
+                rc, st, err = ctl(sock, "status", prefix=nobody,
+                                  agentz=agentz)
+                assert rc == 0 and st["uid"] == 65534, err
+                os.link(sock, run.ws / "link.sock")
+                assert run.wait() == 0, run.show()
+            finally:
+                run.kill()
+        out = run.out.decode()
+        assert "DIRECT ERR" in out, out
+        via = [ln for ln in out.splitlines() if ln.startswith("VIA")][0]
+        reply = json.loads(via[4:])
+        assert reply["ok"] is False and "inside the run's worker PID " \
+            "namespace" in reply["error"], via
+        assert not os.path.exists(sock)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_socket_next_to_a_journal_in_the_workspace_is_masked():
+    """A plain user without $XDG_RUNTIME_DIR: the socket goes next to the
+    journal, here inside the workspace; cells cannot reach it there."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    base = tempfile.mkdtemp(prefix="agentz-ctl-ws-")
+    os.chmod(base, 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        ws = os.path.join(base, "ws")
+        os.mkdir(ws)
+        os.chown(ws, 65534, 65534)
+        journal = os.path.join(ws, "inws.jsonl")
+        sock = os.path.join(ws, "inws.sock")
+        probe = code("""
+            import os, socket
+            print('C1', flush=True)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect('inws.sock')
+                s.sendall(b'stop --now\\n')
+                print('GOT', s.recv(4096), flush=True)
+            except OSError as e:
+                print('ERR', type(e).__name__, flush=True)
+            quit()
+            """)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENAI_API_KEY", "XDG_RUNTIME_DIR",
+                            "RUNTIME_DIRECTORY")}
+        env["HOME"] = base
+        with binaries_for_any_user() as agentz, \
+                ModelServer(first(probe)) as srv:
+            p = subprocess.Popen([*nobody, agentz, "--base-url",
+                                  srv.base_url, "--journal", journal,
+                                  "the task"], cwd=ws, env=env,
+                                 stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            out, err = p.communicate(timeout=60 * SLOW)
+        assert p.returncode == 0, err
+        assert b"ERR " in out and b"GOT" not in out, out
+        assert not os.path.exists(sock)
+        assert b"no control socket" not in err, err
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_budgets_are_re_read(tmp_path, rt):
+    script = first(gated(1, "call_me(input='ZQNEXT')\n")) + \
+        on("ZQNEXT", "print('C2', flush=True)\nquit()\n")
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "budg", rt, args=("--max-cells", "50"))
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("budgets", "--bogus")
+            assert rc == 1 and "not options" in r["error"], (r, err)
+            run.wait_err("unknown option --bogus")
+            rc, r, err = run.ctl("budgets", "--max-cost", "1")
+            assert rc == 1 and "price" in r["error"], (r, err)
+            assert run.ctl("status")[1]["cells"]["max"] == 50
+            rc, r, err = run.ctl("budgets", "--max-cells", "2",
+                                 "--max-tokens", "900000")
+            assert rc == 0 and r["max_cells"] == 2, (r, err)
+            assert r["max_tokens"] == 900000 and r["max_same_failure"] == 5
+            st = run.ctl("status")[1]
+            assert st["cells"] == {"used": 2, "max": 2, "left": 0}
+            assert st["tokens"]["max"] == 900000
+            assert st["state"] == "running"     # checked when the cell ends
+            run.gate(1)
+            assert run.wait() == 4, run.show()
+        finally:
+            run.kill()
+    assert b"C2" not in run.out
+    stop = run.records()[-1]
+    assert stop["exit"] == 4 and "cells" in stop["reason"], stop
+    assert [r["command"] for r in run.records("operator")] == ["budgets"]
+
+
+def test_a_deadline_re_read_already_past_stops_the_run(tmp_path, rt):
+    with ModelServer(first(HANG)) as srv:
+        run = Run(srv, tmp_path, "dl", rt, args=("--deadline", "3600"))
+        try:
+            run.wait_out("C1")
+            assert run.ctl("status")[1]["deadline"]["max"] == 3600
+            rc, r, err = run.ctl("budgets", "--deadline", "0.001")
+            assert rc == 0 and r["deadline"] == 0.001, (r, err)
+            assert run.wait() == 4, run.show()
+        finally:
+            run.kill()
+    assert "run deadline" in run.records()[-1]["reason"]
