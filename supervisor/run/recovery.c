@@ -238,6 +238,9 @@ rolled_back_lost(struct runner *r, struct cell *c)
 	c->recovered_by = NULL;
 	free(c->threads_lost);
 	c->threads_lost = NULL;
+	free(c->snapshot);
+	c->snapshot = strdup("taken, but it died before it could take over "
+	    "(killed by the cell?)");
 	detail_lost(c);
 	nscells_reset(r);
 	nscells_record(r, c);
