@@ -161,8 +161,10 @@ static void
 namespace(FILE *f, const struct rcell *c)
 {
 	html_str(f, c->ns != NULL ? c->ns : "");
-	if (c->threads_lost >= 0)
-		html_fmt(f, "; threads lost: %lld", c->threads_lost);
+	if (c->threads != NULL) {
+		html_raw(f, "; threads lost: ");
+		html_str(f, c->threads);
+	}
 }
 
 static void

@@ -37,7 +37,8 @@ struct rcell {
 	double started, finished;	/* wall clock; 0 unknown */
 	double duration;		/* seconds; -1 unknown */
 	char *status, *kind, *exc, *ns, *summary, *stage;	/* or NULL */
-	long long rss_kb, mem_peak, cpu_us, threads_lost;	/* -1 unknown */
+	char *threads;		/* threads a rollback lost, "a, b", or NULL */
+	long long rss_kb, mem_peak, cpu_us;	/* -1 unknown */
 	long long repair_of;		/* the failed cell, or -1 */
 	int killed, rolled_back, lost;
 	int restarted;			/* no output: a resume followed */

@@ -67,6 +67,26 @@ jint(const json_t *o, const char *key)
 	    (long long)json_integer_value(v) : -1;
 }
 
+/* The names of a record's threads_lost (an array of strings), joined
+ * and capped; NULL when there are none. */
+static char *
+thread_names(const json_t *a)
+{
+	char buf[512];
+	size_t i, len = 0;
+	const char *s;
+
+	if (!json_is_array(a) || json_array_size(a) == 0)
+		return NULL;
+	buf[0] = '\0';
+	for (i = 0; i < json_array_size(a) && len < sizeof buf - 1; i++) {
+		s = json_string_value(json_array_get(a, i));
+		len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s",
+		    i > 0 ? ", " : "", s != NULL ? s : "?");
+	}
+	return strdup(buf);
+}
+
 /* A time of the run: a wall clock time from 1970 to 5138, else 0. */
 static double
 jtime(const json_t *o, const char *key)
@@ -112,7 +132,7 @@ cell_get(struct report *r, long long n)
 	memset(c, 0, sizeof *c);
 	c->n = n;
 	c->duration = -1;
-	c->rss_kb = c->mem_peak = c->cpu_us = c->threads_lost = -1;
+	c->rss_kb = c->mem_peak = c->cpu_us = -1;
 	c->repair_of = -1;
 	return c;
 }
@@ -169,7 +189,8 @@ on_output(struct report *r, const json_t *rec, const struct rline *at)
 	c->rss_kb = jint(rec, "peak_rss_kb");
 	c->mem_peak = jint(rec, "memory_peak");
 	c->cpu_us = jint(rec, "cpu_us");
-	c->threads_lost = jint(rec, "threads_lost");
+	free(c->threads);
+	c->threads = thread_names(json_object_get(rec, "threads_lost"));
 	c->rolled_back = c->ns != NULL && strncmp(c->ns, "rolled back",
 	    11) == 0;
 	c->lost = c->ns != NULL && strcmp(c->ns, "lost") == 0;
@@ -393,6 +414,7 @@ cell_clear(struct rcell *c)
 	free(c->kind);
 	free(c->exc);
 	free(c->ns);
+	free(c->threads);
 	free(c->summary);
 	free(c->stage);
 }
