@@ -633,7 +633,35 @@ class Bench:
                       f"{fmt_us(vals['always'] - vals['never'])} a cell); "
                       f"auto in exec = never for quick cells, agent cells "
                       f"= always")
+        progress("copy-on-write: a cell rewriting 1 GiB")
+        cow = {}
+        for snap in ("never", "always"):
+            try:
+                cow[snap] = self.t_cow(snap)
+            except BenchAbort:
+                raise
+            except Exception as e:
+                self.errors.append(f"cow {snap}: {e!r}")
+        if len(cow) == 2:
+            print(f"  copy-on-write: a cell rewriting every page of 1 GiB: "
+                  f"never {fmt_us(cow['never'])}, always "
+                  f"{fmt_us(cow['always'])} (the pages it writes are "
+                  f"copied and charged to the same memory ceiling)")
         print()
+
+    def t_cow(self, snapshot):
+        """Duration of a cell that rewrites a 1 GiB namespace."""
+        self.need_agentz()
+        build = ("big = bytearray(1 << 30)\n"
+                 "big[::4096] = b'\\1' * len(range(0, 1 << 30, 4096))")
+        rewrite = "big[::4096] = b'\\2' * len(range(0, 1 << 30, 4096))"
+        rc, recs, err, wall = self.agentz_exec(
+            [build, rewrite, rewrite],
+            ["--snapshot", snapshot, "--memory-limit", "4G"], timeout=120)
+        durs = [r["duration_us"] for r in recs[1:] if r.get("status") == "ok"]
+        if len(durs) != 2:
+            raise RuntimeError(f"rc={rc}; {first_line(err)}")
+        return statistics.median(durs)
 
     def t_jupyter(self):
         """Interrupt latency (while True) and restart-to-answer (stuck in a

@@ -99,18 +99,51 @@ still_ours(pid_t pid)
 	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
 }
 
-static void
-reap(pid_t pid)
+/*
+ * Snapshots killed but not yet reaped: a big one takes tens of ms to
+ * exit (its page tables), which the next cell need not wait for. Reaped
+ * without waiting at each discard; only when the list is full is the
+ * oldest waited for.
+ */
+#define DYING_MAX 8
+static pid_t dying[DYING_MAX];
+static int ndying;
+
+static int
+reaped(pid_t pid, int wait)
 {
 	siginfo_t si;
 	int rc;
 
+	memset(&si, 0, sizeof si);
 	do
-		rc = waitid(P_PID, (id_t)pid, &si, WEXITED);
-	while (rc < 0 && errno == EINTR);	/* ECHILD: reaped already */
+		rc = waitid(P_PID, (id_t)pid, &si, WEXITED |
+		    (wait ? 0 : WNOHANG));
+	while (rc < 0 && errno == EINTR);
+	/* ECHILD: a cell's os.wait() reaped it already */
+	return rc < 0 || si.si_pid == pid;
 }
 
-/* Without the GIL: the kill, and the wait for the snapshot's end. */
+static void
+reap_dying(pid_t pid)
+{
+	int i, n = 0;
+
+	for (i = 0; i < ndying; i++)
+		if (!reaped(dying[i], 0))
+			dying[n++] = dying[i];
+	ndying = n;
+	if (pid <= 0 || reaped(pid, 0))
+		return;
+	if (ndying == DYING_MAX) {
+		(void)reaped(dying[0], 1);
+		memmove(dying, dying + 1, (DYING_MAX - 1) * sizeof *dying);
+		ndying--;
+	}
+	dying[ndying++] = pid;
+}
+
+/* Without the GIL: the kill; its end is reaped later. */
 static void
 discard(void)
 {
@@ -122,7 +155,7 @@ discard(void)
 	if (still_ours(pid) && (pidfd < 0 ||
 	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0))
 		(void)kill(pid, SIGKILL);	/* seccomp refuses the above */
-	reap(pid);
+	reap_dying(pid);
 	if (pidfd >= 0)
 		(void)close(pidfd);
 }

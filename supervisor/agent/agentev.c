@@ -114,6 +114,8 @@ stop_kind(int rc)
 		return "journal";
 	case EXIT_SIGINT:
 		return "interrupted";
+	case EXIT_OPERATOR:
+		return "operator";
 	default:
 		return rc > 128 ? "signal" : "other";
 	}

@@ -76,7 +76,7 @@ ENUMS = {
     ("model_request_end", "purpose"): {"call_me", "repair"},
     ("outage_wait_end", "outcome"): {"answered", "gave_up"},
     ("stop", "kind"): {"quit", "failures", "usage", "worker", "journal",
-                       "interrupted", "signal", "other"},
+                       "interrupted", "signal", "operator", "other"},
     ("budget_stop", "kind"): {"budget"},
 }
 RECORD_KEYS = {"cell", "code", "status", "kind", "output", "namespace",
