@@ -592,6 +592,7 @@ class Bench:
               "deadline; median of 5)")
         print(f"  {'':34} {'SIGKILL->ready':>16} {'namespace kept':>16}")
         for label, snap in (("agentz, snapshot promoted", "always"),
+                            ("agentz, standby only (exec auto)", "auto"),
                             ("agentz, respawn (--snapshot never)", "never")):
             progress(f"rollback: --snapshot {snap}")
             try:

@@ -312,13 +312,8 @@ listen_on(const char *path)
 	mode_t old;
 	int fd, rc;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof sa.sun_path) {
-		errno = ENAMETOOLONG;
+	if (ctl_sockaddr(path, &sa) < 0)
 		return -1;
-	}
-	memcpy(sa.sun_path, path, strlen(path));
 	if (clear_stale(path, &sa) < 0)
 		return -1;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "supervisor/loop/loop.h"
 
@@ -109,5 +110,8 @@ void ctl_set_jail(struct ctl *c, pid_t init_pid);
 const char *ctl_path(const struct ctl *c);
 /* Closes every connection and unlinks the socket (if still ours). NULL ok. */
 void ctl_free(struct ctl *c);
+
+/* sa for the socket at path. 0, or -1 with ENAMETOOLONG. */
+int ctl_sockaddr(const char *path, struct sockaddr_un *sa);
 
 #endif

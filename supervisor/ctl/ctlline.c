@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "supervisor/text/utf8.h"
+
 enum arg_rule { ARG_NONE, ARG_TEXT, ARG_ANY };
 
 static const struct command {
@@ -36,31 +38,6 @@ ctl_cmd_name(enum ctl_cmd cmd)
 	return "?";
 }
 
-/* Length of the UTF-8 sequence at p (at most n bytes), 0 if invalid. */
-static size_t
-utf8_len(const unsigned char *p, size_t n)
-{
-	unsigned cp;
-	size_t len, i;
-
-	if (p[0] < 0x80)
-		return 1;
-	len = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 :
-	    p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-	if (len == 0 || len > n)
-		return 0;
-	cp = p[0] & (0x7f >> len);
-	for (i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 /* 0 when line is UTF-8 text without control characters (tab allowed). */
 static int
 check_text(const char *line, size_t n, char *err, size_t errlen)
@@ -74,7 +51,7 @@ check_text(const char *line, size_t n, char *err, size_t errlen)
 			    "byte %zu: a request is one line of text", p[i], i);
 			return -1;
 		}
-		if ((k = utf8_len(p + i, n - i)) == 0) {
+		if ((k = utf8_seq_len(p + i, n - i)) == 0) {
 			(void)snprintf(err, errlen, "byte 0x%02x at %zu is not "
 			    "UTF-8", p[i], i);
 			return -1;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,4 +110,19 @@ ctl_search_dirs(char *dirs[3])
 	    asprintf(&dirs[n], "%s/agentz", xdg) >= 0)
 		n++;
 	return n;
+}
+
+int
+ctl_sockaddr(const char *path, struct sockaddr_un *sa)
+{
+	size_t n = strlen(path);
+
+	memset(sa, 0, sizeof *sa);
+	sa->sun_family = AF_UNIX;
+	if (n >= sizeof sa->sun_path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(sa->sun_path, path, n);
+	return 0;
 }

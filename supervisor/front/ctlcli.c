@@ -63,13 +63,8 @@ connect_to(const char *path, int timeout_s)
 	struct sockaddr_un sa;
 	int fd, e;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof sa.sun_path) {
-		errno = ENAMETOOLONG;
+	if (ctl_sockaddr(path, &sa) < 0)
 		return -1;
-	}
-	memcpy(sa.sun_path, path, strlen(path));
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -1;
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

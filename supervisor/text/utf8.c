@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the valid sequence at p (1-4), or 0 when invalid. */
-static size_t
-seq_len(const unsigned char *p, size_t n)
+size_t
+utf8_seq_len(const unsigned char *p, size_t n)
 {
 	uint32_t cp;
 	size_t len, i;
@@ -51,7 +50,7 @@ utf8_sanitize(const char *p, size_t n, size_t *outlen)
 	if (out == NULL)
 		return NULL;
 	while (i < n) {
-		k = seq_len(s + i, n - i);
+		k = utf8_seq_len(s + i, n - i);
 		if (k == 0) {
 			memcpy(out + o, "\xef\xbf\xbd", 3);
 			o += 3;

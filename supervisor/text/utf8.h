@@ -14,5 +14,8 @@
  * are kept (so use *outlen, not strlen). NULL / ENOMEM.
  */
 char *utf8_sanitize(const char *p, size_t n, size_t *outlen);
+/* The length (1-4) of the valid UTF-8 sequence at p[0..n), 0 when it is
+ * not one (n >= 1). */
+size_t utf8_seq_len(const unsigned char *p, size_t n);
 
 #endif
