@@ -75,6 +75,13 @@ msg_eq(const struct msg *a, const struct msg *b)
 		    bytes_eq(&a->u.event.body, &b->u.event.body);
 	case MSG_SHUTDOWN:
 		return 1;
+	case MSG_SNAP:
+		return a->u.snap.cell == b->u.snap.cell;
+	case MSG_SNAPPED:
+		return a->u.snapped.cell == b->u.snapped.cell &&
+		    a->u.snapped.pid == b->u.snapped.pid &&
+		    bytes_eq(&a->u.snapped.threads, &b->u.snapped.threads) &&
+		    bytes_eq(&a->u.snapped.error, &b->u.snapped.error);
 	}
 	return 0;
 }
