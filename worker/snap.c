@@ -384,6 +384,7 @@ snap_take(uint32_t cell)
 	if (!spare_ok())
 		return answer(cell, 0, "", "no spare socket");
 	snap_discard();
+	reap_dying(0);	/* the earlier ones that have ended by now */
 	threads = py_snap_threads();
 	py_fork_before();
 	pid = fork_undumpable();
