@@ -37,9 +37,11 @@ static void w_output(struct worker *w, int stream, const char *p, size_t n,
     void *ctx);
 static void w_done(struct worker *w, const struct msg_done *d, void *ctx);
 static void w_stack(struct worker *w, void *ctx);
+static void w_snapped(struct worker *w, void *ctx);
 
 static const struct worker_ops runner_worker_ops = {
-	w_ready, w_output, w_done, hostserve_request, recovery_death, w_stack
+	w_ready, w_output, w_done, hostserve_request, recovery_death, w_stack,
+	w_snapped
 };
 
 /* The run's world, before the first worker (and before any cgroup of a
@@ -244,6 +246,19 @@ runner_snapshot_note(struct runner *r, struct cell *c)
 	c->snapshot = s;
 }
 
+/* The running cell to the worker. */
+static void
+exec_current(struct runner *r)
+{
+	struct cell *c = r->current;
+
+	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
+		worker_kill(r->w, "cannot send the cell to the worker");
+	/* the first cell runs: a standby is worth its start now */
+	if (r->standby != NULL && worker_state(r->standby) == WORKER_DOWN)
+		recovery_standby_soon(r);
+}
+
 static void
 dispatch_pending(struct runner *r)
 {
@@ -269,11 +284,18 @@ dispatch_pending(struct runner *r)
 	r->snap_refused = snapshot_refusal(r);
 	if (r->snap_refused == NULL && worker_snapshot(r->w, c->n) < 0)
 		r->snap_refused = "none: cannot ask the worker for one";
-	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
-		worker_kill(r->w, "cannot send the cell to the worker");
-	/* the first cell runs: a standby is worth its start now */
-	if (r->standby != NULL && worker_state(r->standby) == WORKER_DOWN)
-		recovery_standby_soon(r);
+	if (r->snap_refused == NULL)
+		return;		/* w_snapped sends the cell */
+	exec_current(r);
+}
+
+static void
+w_snapped(struct worker *w, void *ctx)
+{
+	struct runner *r = ctx;
+
+	if (w == r->w && r->current != NULL)
+		exec_current(r);
 }
 
 /* --- the deadline: interrupt, grace, stack dump, kill ------------------- */

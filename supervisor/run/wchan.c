@@ -119,10 +119,10 @@ frame_allowed(const struct worker *w, unsigned type)
 	case WORKER_STARTING:
 		return type == MSG_READY;
 	case WORKER_BUSY:
-		return type == MSG_DONE || type == MSG_REQUEST ||
-		    type == MSG_SNAPPED;
+		return type == MSG_DONE || type == MSG_REQUEST;
 	case WORKER_IDLE:
-		return type == MSG_REQUEST;	/* a cell's leftover thread */
+		/* a cell's leftover thread; the answer to a SNAP */
+		return type == MSG_REQUEST || type == MSG_SNAPPED;
 	case WORKER_DOWN:
 	case WORKER_DYING:
 	default:

@@ -63,6 +63,8 @@ struct worker_ops {
 	    void *ctx);
 	/* Stack-dump bytes arrived (after worker_dump_stacks). */
 	void (*stack)(struct worker *w, void *ctx);
+	/* The answer to worker_snapshot: the cell's EXEC may go now. */
+	void (*snapped)(struct worker *w, void *ctx);
 };
 
 struct worker_config {
@@ -105,10 +107,12 @@ int worker_event(struct worker *w, uint64_t id, const char *body,
  */
 void worker_drain_output(struct worker *w);
 /*
- * Asks the worker for a snapshot before `cell` (state IDLE, right before
- * worker_exec; needs the run's jail). The answer arrives before the
- * cell's first frame; a kill of the cell then spares the snapshot, and
- * the death says so (worker_death.snapshot). 0, or -1 with errno.
+ * Asks the worker for a snapshot before `cell` (state IDLE; needs the
+ * run's jail). Its answer comes through ops.snapped (a snapshot, or
+ * worker_snapshot_why says why none); send the cell's EXEC then, so the
+ * snapshot is set up before the cell can reach it. A kill of the cell
+ * spares the snapshot, and the death says so (worker_death.snapshot).
+ * 0, or -1 with errno.
  */
 int worker_snapshot(struct worker *w, uint32_t cell);
 /* Why the last cell has no snapshot ("" when it has one). */

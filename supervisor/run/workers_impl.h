@@ -61,6 +61,8 @@ struct worker {
 		int pidfd;
 		uint32_t cell;
 		char *threads;		/* names of the threads it lacks */
+		char oom[16];		/* its oom_score_adj as forked (the
+					 * worker's), restored at promotion */
 		char why[192];		/* why there is none, or "" */
 	} snap;
 };

@@ -18,6 +18,7 @@
  */
 #include "supervisor/run/workers_impl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,8 +31,6 @@
 #include <unistd.h>
 
 #include "common/log.h"
-
-#define MAX_CHILDREN 64
 
 /* The last pid of the NSpid line of /proc/<pid>/status: the pid as the
  * innermost namespace sees it, or 0. */
@@ -61,54 +60,108 @@ wsnap_ns_pid_of(pid_t pid)
 	return (pid_t)v;
 }
 
-/* The host pid of parent's child whose namespace pid is ns, or 0. */
+/* The host pid of a child of thread tid of process pid whose namespace
+ * pid is ns, or 0 (a child hangs off the thread that forked it). */
 static pid_t
-child_with_ns_pid(pid_t parent, pid_t ns)
+thread_child(pid_t pid, pid_t tid, pid_t ns)
 {
-	pid_t kids[MAX_CHILDREN];
-	int i, n;
+	char path[96], buf[4096], *p, *end;
+	ssize_t n;
+	long kid;
+	int fd;
 
-	if (parent <= 0)
+	(void)snprintf(path, sizeof path, "/proc/%ld/task/%ld/children",
+	    (long)pid, (long)tid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return 0;
-	n = contain_children(parent, kids, MAX_CHILDREN);
-	for (i = 0; i < n; i++)
-		if (wsnap_ns_pid_of(kids[i]) == ns)
-			return kids[i];
+	n = read(fd, buf, sizeof buf - 1);
+	(void)close(fd);
+	buf[n > 0 ? (size_t)n : 0] = '\0';
+	for (p = buf; (kid = strtol(p, &end, 10)) > 0; p = end)
+		if (wsnap_ns_pid_of((pid_t)kid) == ns)
+			return (pid_t)kid;
 	return 0;
 }
 
-/* The snapshot's host pid: the worker's child, or, when the worker died
- * before we read its SNAPPED, the jail init's (it was reparented). */
+/* ... of any thread of pid. */
+static pid_t
+process_child(pid_t pid, pid_t ns)
+{
+	char path[64];
+	struct dirent *de;
+	pid_t found = 0;
+	DIR *d;
+
+	if (pid <= 0)
+		return 0;
+	(void)snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+	if ((d = opendir(path)) == NULL)
+		return 0;
+	while (found == 0 && (de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			found = thread_child(pid, (pid_t)atol(de->d_name), ns);
+	(void)closedir(d);
+	return found;
+}
+
+/*
+ * The snapshot's host pid: the worker's child (of the thread that forked
+ * it, or, while the worker's threads are exiting, of one still there),
+ * or the jail init's once the worker is gone (we may read SNAPPED after
+ * the death). A child moves from one to the next as they exit: a second
+ * round finds it where the first looked too early.
+ */
 static pid_t
 host_pid_of(const struct worker *w, pid_t ns)
 {
-	pid_t p = child_with_ns_pid(w->wpid, ns);
+	pid_t p = 0;
+	int round;
 
-	return p > 0 ? p : child_with_ns_pid(jail_init_pid(w->cfg.jail), ns);
+	for (round = 0; round < 2 && p == 0; round++)
+		if ((p = process_child(w->wpid, ns)) == 0)
+			p = process_child(jail_init_pid(w->cfg.jail), ns);
+	return p;
 }
 
-/* The snapshot should be the last thing the OOM killer takes: as low as
- * we are (it inherited the worker's 1000). Needs CAP_SYS_RESOURCE below
- * what the worker started with; a plain user's run keeps 1000. */
-static void
-lower_oom_score(pid_t pid)
+/* Reads (out != NULL) or writes pid's oom_score_adj. 0, or -1. */
+static int
+oom_score(pid_t pid, char *out, size_t size, const char *val)
 {
-	char path[64], val[16];
+	char path[64];
 	ssize_t n;
 	int fd;
 
-	if ((fd = open("/proc/self/oom_score_adj", O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	n = read(fd, val, sizeof val - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return;
 	(void)snprintf(path, sizeof path, "/proc/%ld/oom_score_adj",
 	    (long)pid);
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-		return;
-	(void)!write(fd, val, (size_t)n);
+	if ((fd = open(path, (out != NULL ? O_RDONLY : O_WRONLY) |
+	    O_CLOEXEC)) < 0)
+		return -1;
+	if (out != NULL) {
+		n = read(fd, out, size - 1);
+		out[n > 0 ? (size_t)n : 0] = '\0';
+	} else {
+		n = write(fd, val, strlen(val));
+	}
 	(void)close(fd);
+	return n > 0 ? 0 : -1;
+}
+
+/*
+ * The snapshot should be the last thing the OOM killer takes: as low as
+ * we are. It inherited the worker's score (1000), which is kept to give
+ * it back at a promotion. Lowering needs CAP_SYS_RESOURCE (the worker,
+ * in the jail's Landlock domain, cannot write its /proc files itself); a
+ * plain user's worker starts at its own score anyway.
+ */
+static void
+lower_oom_score(struct worker *w, pid_t pid)
+{
+	char ours[16];
+
+	if (oom_score(pid, w->snap.oom, sizeof w->snap.oom, NULL) < 0)
+		w->snap.oom[0] = '\0';
+	if (oom_score(getpid(), ours, sizeof ours, NULL) == 0)
+		(void)oom_score(pid, NULL, 0, ours);
 }
 
 void
@@ -129,8 +182,9 @@ no_snapshot(struct worker *w, const char *why)
 	(void)snprintf(w->snap.why, sizeof w->snap.why, "%s", why);
 }
 
-void
-wsnap_on_snapped(struct worker *w, const struct msg_snapped *s)
+/* What SNAPPED says, taken in: a snapshot to spare, or why none. */
+static void
+take_snapshot(struct worker *w, const struct msg_snapped *s)
 {
 	char why[160];
 	pid_t host;
@@ -161,10 +215,19 @@ wsnap_on_snapped(struct worker *w, const struct msg_snapped *s)
 	w->snap.cell = s->cell;
 	w->snap.threads = s->threads.len > 0 ? strdup(s->threads.ptr) : NULL;
 	w->snap.why[0] = '\0';
-	lower_oom_score(host);
+	lower_oom_score(w, host);
 	/* a v2 OOM kill of the worker must not take the snapshot along */
 	if (w->cg != NULL)
 		(void)contain_group_oom_group(w->cg, 0);
+}
+
+/* Only now may the cell run: its snapshot is set up (held, last for the
+ * OOM killer) before the cell can touch it. */
+void
+wsnap_on_snapped(struct worker *w, const struct msg_snapped *s)
+{
+	take_snapshot(w, s);
+	w->ops.snapped(w, w->ctx);
 }
 
 int
@@ -283,6 +346,9 @@ worker_promote(struct worker *w)
 	ours[4] = ours[5] = -1;
 	w->snap.pidfd = -1;
 	w->snap.pid = w->snap.ns_pid = 0;
+	/* the worker again: the OOM killer's first choice, as it was */
+	if (w->snap.oom[0] != '\0')
+		(void)oom_score(pid, NULL, 0, w->snap.oom);
 	wworker_adopt(w, ours, pid, ns, pidfd);
 	return 0;
 fail:

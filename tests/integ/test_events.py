@@ -27,7 +27,7 @@ import time
 
 from model_server import ModelServer
 
-from agentz_util import AGENTZ, ROOT, SAN, exec_json, pty_run
+from agentz_util import AGENTZ, PROBE, ROOT, SAN, exec_json, pty_run
 from events_schema import SCHEMA, check_stream, parse, validate
 
 SLOW = 4 if SAN else 1
@@ -220,15 +220,6 @@ def test_failures_stop(tmp_path):
     end1 = [e for e in of(events, "cell_end") if e["cell"] == 1][0]
     assert end1["record"]["exception_type"] == "ValueError"
 
-
-PROBE = """
-    try:
-        r = call_me(input='PROBE-REQ')
-        print('RESULT', r.output_text)
-    except ModelError as e:
-        print('MODELERROR', e)
-    quit()
-    """
 
 
 def test_outage_wait(tmp_path):

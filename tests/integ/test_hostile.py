@@ -78,15 +78,16 @@ def _status_kb(pid, field):
 
 
 def agentz_run(codes, args=(), env=None, timeout=60, wrap=(), sup_env=False,
-               sample_rss=False, expect_rc=None):
+               sample_rss=False, expect_rc=None, agentz=AGENTZ, cwd=None):
     """Run cells through `agentz exec --json [args] -` as a session leader.
 
     wrap: a command prefix (e.g. unshare ...). sup_env: export SUP=<agentz
     pid> to the worker (agentz is exec'd by sh, so $$ is its pid).
     sample_rss: poll agentz's VmHWM/VmRSS while it runs. expect_rc: the
     exit code agentz must end with (checked here: the supervisor survived).
+    agentz, cwd: another copy of the binary, the run's working directory.
     """
-    cmd = [AGENTZ, "exec", "--json", *args]
+    cmd = [agentz, "exec", "--json", *args]
     if sup_env:
         cmd += ["--pass-env", "SUP"]
         cmd = ["/bin/sh", "-c", 'SUP=$$; export SUP; exec "$@"', "sh"] + cmd
@@ -96,7 +97,7 @@ def agentz_run(codes, args=(), env=None, timeout=60, wrap=(), sup_env=False,
         full_env.update(env)
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=full_env,
+                         stderr=subprocess.PIPE, env=full_env, cwd=cwd,
                          start_new_session=True)
     peak = [0]
     stop = threading.Event()
