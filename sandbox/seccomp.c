@@ -32,6 +32,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <seccomp.h>
@@ -68,6 +69,15 @@
 #define NR_OPEN_TREE_ATTR (-1)
 #endif
 
+/* fchmodat2 (Linux 6.6) and setxattrat (6.13): the same. */
+#if (defined(__x86_64__) && !defined(__ILP32__)) || defined(__aarch64__)
+#define NR_FCHMODAT2 452
+#define NR_SETXATTRAT 463
+#else
+#define NR_FCHMODAT2 (-1)
+#define NR_SETXATTRAT (-1)
+#endif
+
 enum rule_kind {
 	R_ALLOW, /* run the call */
 	R_DENY,  /* fail with err; SIGSYS under SANDBOX_DEBUG */
@@ -98,6 +108,12 @@ struct rule {
 #define DENY_IF2(s, e, c, d) { SCMP_SYS(s), R_DENY, 2, e, { c, d } }
 #define COMPAT(s, e)      { SCMP_SYS(s), R_COMPAT, 0, e, { C_NONE, C_NONE } }
 #define CLONE_HAS(f)      DENY_IF(clone, EPERM, BITS(CLONE_ARG, f, f))
+/* A mode argument (argument a) carrying S_ISUID or S_ISGID: EPERM. */
+#define SETID_NR(nr, a)   { nr, R_DENY, 1, EPERM, \
+			    { BITS(a, S_ISUID, S_ISUID), C_NONE } }, \
+			  { nr, R_DENY, 1, EPERM, \
+			    { BITS(a, S_ISGID, S_ISGID), C_NONE } }
+#define SETID(s, a)       SETID_NR(SCMP_SYS(s), a)
 
 /* The default profile (also loaded by strict).  SPEC section 7. */
 static const struct rule escape_rules[] = {
@@ -153,6 +169,27 @@ static const struct rule escape_rules[] = {
 	 * low 32 bits, so garbage above them cannot slip by (CVE-2019-10063). */
 	DENY_IF(ioctl, EPERM, LOW32(1, TIOCSTI)),
 	DENY_IF(ioctl, EPERM, LOW32(1, TIOCLINUX)),
+
+	/* No set-id file and no file capability: through the workspace's
+	 * id-mapped bind a cell's file belongs to the operator (root), and a
+	 * set-uid copy of python3 there would give any local user euid 0.
+	 * Every mode argument with S_ISUID or S_ISGID is refused, directories
+	 * included (a folder still inherits S_ISGID from its parent: the
+	 * kernel does that, no mode asks for it).  openat2's mode sits behind
+	 * a pointer: ENOSYS, and callers fall back to openat.  The xattr
+	 * name is a string seccomp cannot read: setting any xattr answers
+	 * EOPNOTSUPP, what copying tools (shutil.copystat, cp -a) take as "no
+	 * xattrs here" and go on; the kernel's CAP_SETFCAP check behind it is
+	 * a second wall for security.capability. */
+	SETID(chmod, 1), SETID(fchmod, 1), SETID(fchmodat, 2),
+	SETID_NR(NR_FCHMODAT2, 2),
+	SETID(mknod, 1), SETID(mknodat, 2),
+	SETID(open, 2), SETID(openat, 3), SETID(creat, 1),
+	SETID(mkdir, 1), SETID(mkdirat, 2),
+	COMPAT(openat2, ENOSYS),
+	COMPAT(setxattr, EOPNOTSUPP), COMPAT(lsetxattr, EOPNOTSUPP),
+	COMPAT(fsetxattr, EOPNOTSUPP),
+	{ NR_SETXATTRAT, R_COMPAT, 0, EOPNOTSUPP, { C_NONE, C_NONE } },
 };
 
 /*
@@ -604,6 +641,8 @@ names_load(void)
 		free(name);
 	}
 	name_add(NR_OPEN_TREE_ATTR, "open_tree_attr", &used);
+	name_add(NR_FCHMODAT2, "fchmodat2", &used);
+	name_add(NR_SETXATTRAT, "setxattrat", &used);
 }
 
 static size_t

@@ -116,6 +116,31 @@ EXPECT = {
     "prctl_name": (OK, OK, OK),
     "prctl_unknown": ("EINVAL", "EINVAL", "ENOSYS"),
     "unlisted": ("EINVAL", "EINVAL", "ENOSYS"),
+    # no set-id mode and no xattr (file capabilities) from a cell; plain
+    # modes stay allowed (issue 18 section 5)
+    "chmod_plain": ("ENOENT", "ENOENT", "ENOENT"),
+    "chmod_setuid": ("ENOENT", "EPERM", "EPERM"),
+    "chmod_setgid": ("ENOENT", "EPERM", "EPERM"),
+    "chmod_setuid_highbits": ("ENOENT", "EPERM", "EPERM"),
+    "fchmod_setuid": ("EBADF", "EPERM", "EPERM"),
+    "fchmodat_setgid": ("ENOENT", "EPERM", "EPERM"),
+    "fchmodat2_setuid": (frozenset({"ENOENT", "ENOSYS"}), "EPERM", "EPERM"),
+    "mknod_setuid": ("ENOENT", "EPERM", "EPERM"),
+    "mknodat_setgid": ("ENOENT", "EPERM", "EPERM"),
+    "open_setuid": ("ENOENT", "EPERM", "EPERM"),
+    "openat_setuid": ("ENOENT", "EPERM", "EPERM"),
+    "openat_plain": ("ENOENT", "ENOENT", "ENOENT"),
+    "creat_setgid": ("ENOENT", "EPERM", "EPERM"),
+    "mkdir_setgid": ("ENOENT", "EPERM", "EPERM"),
+    "mkdirat_setuid": ("ENOENT", "EPERM", "EPERM"),
+    "mkdir_plain": ("ENOENT", "ENOENT", "ENOENT"),
+    "openat2": ("EINVAL", "ENOSYS", "ENOSYS"),
+    "setxattr": ("ENOENT", "EOPNOTSUPP", "EOPNOTSUPP"),
+    "lsetxattr": ("ENOENT", "EOPNOTSUPP", "EOPNOTSUPP"),
+    "fsetxattr": ("EBADF", "EOPNOTSUPP", "EOPNOTSUPP"),
+    "setxattrat": (frozenset({"EBADF", "ENOSYS", "EINVAL"}), "EOPNOTSUPP",
+                   "EOPNOTSUPP"),
+    "getxattr": ("ENOENT", "ENOENT", "ENOENT"),
 }
 PROFILES = ("off", "default", "strict")
 ROOT_ONLY_OFF = {  # kernel answers that change without capabilities
