@@ -45,21 +45,21 @@
 #include "sandbox/contain.h"
 #include "sandbox/landlock.h"
 
-#define MAX_OPS 256
+#define MAX_OPS 512
 #define READY_WAIT_MS 10000
 #define KILL_WAIT_MS 5000
 
 enum op_kind {
 	OP_RBIND, OP_RDONLY_TREE, OP_PROC, OP_BIND_RO, OP_TMPFS, OP_MKDIRS,
 	OP_MKFILE, OP_BIND, OP_SYMLINK, OP_IDMAP_BIND, OP_PIN, OP_MASK_FILE,
-	OP_MASK_DIR, OP_SET_RO
+	OP_MASK_DIR, OP_SET_RO, OP_NOSUID
 };
 
 static const char *const op_names[] = {
 	"bind the host's root", "make read-only", "mount /proc",
 	"bind read-only", "mount tmpfs", "make folders", "make file",
 	"bind", "make symlink", "bind id-mapped", "pin", "mask file",
-	"mask folder", "make read-only"
+	"mask folder", "make read-only", "make nosuid,nodev"
 };
 
 struct op {
@@ -267,10 +267,11 @@ plan_workspace(struct plan *p, const char *ws, int root)
 	if (rc == 0 && (cover != NULL || path_under(ws, "/tmp")))
 		rc = add(p, OP_MKDIRS, NULL, ws, 0755);
 	free(cover);
-	if (rc < 0)
+	if (rc < 0 || add(p, root && p->idmap_fd >= 0 ? OP_IDMAP_BIND :
+	    OP_BIND, ws, ws, 0) < 0)
 		return -1;
-	return add(p, root && p->idmap_fd >= 0 ? OP_IDMAP_BIND : OP_BIND, ws,
-	    ws, 0);
+	/* no set-id program and no device node runs from what cells write */
+	return add(p, OP_NOSUID, NULL, ws, 0);
 }
 
 static int
@@ -348,6 +349,7 @@ static int
 plan_view(struct plan *p, const struct jail_config *c, int root)
 {
 	size_t i;
+	int n;
 
 	if (add(p, OP_RBIND, "/", "/", 0) < 0 ||
 	    add(p, OP_RDONLY_TREE, NULL, "/", 0) < 0 ||
@@ -378,6 +380,15 @@ plan_view(struct plan *p, const struct jail_config *c, int root)
 	for (i = 0; c->protect != NULL && c->protect[i] != NULL; i++)
 		if (plan_readonly(p, c->workspace, c->protect[i]) < 0)
 			return -1;
+	/* .git and the run's own files: read-only where they are (not
+	 * pinned: a folder moved away takes its read-only .git along) */
+	for (i = 0; c->readonly != NULL && c->readonly[i] != NULL; i++) {
+		n = p->n;
+		if (plan_readonly(p, c->workspace, c->readonly[i]) < 0)
+			return -1;
+		if (p->n > n)	/* gone meanwhile: nothing to keep */
+			p->op[p->n - 1].optional = 1;
+	}
 	return plan_masks(p, c->masks);
 }
 
@@ -476,6 +487,16 @@ set_ro(const char *path, unsigned flags)
 }
 
 static int
+set_nosuid(const char *path)
+{
+	struct mount_attr a;
+
+	memset(&a, 0, sizeof a);
+	a.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	return mount_setattr(AT_FDCWD, path, 0, &a, sizeof a);
+}
+
+static int
 idmap_bind(const char *src, const char *dst, int userns)
 {
 	struct mount_attr a;
@@ -515,6 +536,8 @@ run_op(const struct plan *p, const struct op *o)
 		return set_ro(o->dst, AT_RECURSIVE);
 	case OP_SET_RO:
 		return set_ro(o->dst, 0);
+	case OP_NOSUID:
+		return set_nosuid(o->dst);
 	case OP_PROC:
 		return mount("proc", o->dst, "proc", MS_NOSUID | MS_NODEV |
 		    MS_NOEXEC, NULL);

@@ -40,6 +40,8 @@ struct jail_config {
 	uint64_t tmp_size;		/* bytes, /tmp and /dev/shm each */
 	const char *const *masks;	/* paths to mask, NULL-ended */
 	const char *const *protect;	/* files kept read-only, NULL-ended */
+	const char *const *readonly;	/* in the workspace, files or folders
+					 * kept read-only (not pinned) */
 };
 
 struct jail;

@@ -24,7 +24,7 @@ enum {
 	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES,
 	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
 	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
-	OPT_MASK, OPT_NO_DEFAULT_MASKS,
+	OPT_MASK, OPT_NO_DEFAULT_MASKS, OPT_WRITABLE_GIT,
 	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS, OPT_MAX_COST, OPT_PRICE,
 	OPT_SNAPSHOT
 };
@@ -65,6 +65,7 @@ static const struct option long_opts[] = {
 	{"tmp-size", required_argument, NULL, OPT_TMP_SIZE},
 	{"mask", required_argument, NULL, OPT_MASK},
 	{"no-default-masks", no_argument, NULL, OPT_NO_DEFAULT_MASKS},
+	{"writable-git", no_argument, NULL, OPT_WRITABLE_GIT},
 	{NULL, 0, NULL, 0}
 };
 
@@ -150,7 +151,10 @@ static const char worker_help[] =
     "                       directory); the rest of / is read-only\n"
     "  --tmp-size SIZE      private /tmp and /dev/shm, each (default 1G)\n"
     "  --mask PATH          make PATH unreadable to cells (repeatable)\n"
-    "  --no-default-masks   do not mask the usual secret folders of homes\n";
+    "  --no-default-masks   do not mask the usual secret folders of homes\n"
+    "  --writable-git       let cells write .git and make repositories\n"
+    "                       (default: read-only; one a cell makes is\n"
+    "                       renamed when the run ends)\n";
 
 static const char agent_tail[] =
     "exit status: 0 after quit(), 1 three consecutive failures, 2 usage\n"
@@ -329,6 +333,9 @@ world_opt(struct config *c, int ch, const char *cmd)
 		if (optarg[0] == '\0')
 			return bad(cmd, "--mask", optarg, "expected a path");
 		return list_add(&c->masks, &c->nmasks, optarg);
+	case OPT_WRITABLE_GIT:
+		c->writable_git = 1;
+		return 0;
 	default:
 		c->no_default_masks = 1;
 		return 0;
@@ -416,6 +423,7 @@ one_opt(struct config *c, int ch, const char *cmd)
 	case OPT_TMP_SIZE:
 	case OPT_MASK:
 	case OPT_NO_DEFAULT_MASKS:
+	case OPT_WRITABLE_GIT:
 		return world_opt(c, ch, cmd);
 	case OPT_MODEL: c->model = optarg; return 0;
 	case OPT_JOURNAL: c->journal = optarg; return 0;

@@ -45,6 +45,7 @@ struct config {
 	const char **masks;		/* --mask, NULL-terminated */
 	size_t nmasks;
 	int no_default_masks;
+	int writable_git;		/* cells may write .git (and make one) */
 	/* the model (agent runs) */
 	const char *model;		/* --model, AGENTZ_MODEL */
 	const char *base_url;		/* --base-url, OPENAI_BASE_URL */

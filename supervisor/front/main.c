@@ -10,9 +10,12 @@
  * main() only does what both need first (no core dumps of our memory, the
  * subreaper, ./.env) and picks the front end; each parses its options.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "proto/proto.h"
@@ -23,6 +26,7 @@
 #include "supervisor/text/dotenv.h"
 #include "supervisor/front/exec.h"
 #include "supervisor/front/notify.h"
+#include "supervisor/front/view.h"
 #include "supervisor/report/report.h"
 
 static void
@@ -42,6 +46,38 @@ usage(FILE *f)
 	    "this host\n"
 	    "       agentz --version\n"
 	    "'agentz --help' and 'agentz exec --help' list the options\n");
+}
+
+/*
+ * ./.env, unless the working directory is (or is inside) a run's
+ * workspace where cells could have written it (OPENAI_BASE_URL to a
+ * server of theirs would receive the key): refused then, and said. The
+ * .env of the workspace itself that an earlier run loaded, and so kept
+ * from its cells, is still loaded.
+ */
+static int
+load_dotenv(void)
+{
+	char cwd[PATH_MAX], ws[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (lstat(".env", &st) < 0)
+		return 0;
+	if (getcwd(cwd, sizeof cwd) == NULL)
+		return dotenv_load(".env");
+	if (view_dotenv_check(cwd, ws, sizeof ws) < 0) {
+		log_warnx("not loading %s/.env: %s is the workspace of an "
+		    "agentz run, where cells could have written it (it is "
+		    "not the .env an earlier run loaded there); set the "
+		    "variables in the environment, or if you wrote this .env "
+		    "and no cell could have, remove %s/%s", cwd, ws, ws,
+		    VIEW_MARKER);
+		return 0;
+	}
+	if ((rc = dotenv_load(".env")) >= 0)
+		view_dotenv_loaded(cwd);
+	return rc;
 }
 
 int
@@ -67,7 +103,7 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "report") == 0)	/* reads a file, runs nothing */
 		return report_main(argc - 1, argv + 1);
-	if (dotenv_load(".env") < 0)
+	if (load_dotenv() < 0)
 		return EXIT_USAGE;
 	notify_load_credentials();
 	if (strcmp(argv[1], "exec") == 0)

@@ -6,11 +6,20 @@
  * secret folders of every home (the supervisor's $HOME, /root, and each
  * folder in /home).
  * Paths that do not exist are dropped when the view is built.
+ *
+ * What a cell leaves behind must not hurt the operator: the workspace is
+ * marked (VIEW_MARKER, read-only in the view), so that no later agentz
+ * loads a .env from it; every .git in it is read-only (core.fsmonitor in
+ * .git/config would run at the operator's next `git status`), and a .git
+ * that appears during the run is renamed when it ends, so that the
+ * operator's git never takes a repository a cell made for one of theirs.
  */
 #include "supervisor/front/view.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <fts.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +27,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/path.h"
 #include "supervisor/front/config.h"
+
+/* Entries looked at for .git in a workspace, and .git kept read-only. */
+#define GIT_SCAN_MAX 200000
+#define GIT_KEEP_MAX 64
+#define UNTRUSTED ".git.agentz-untrusted"
+
+static const char marker_text[] =
+    "This folder is the workspace of agentz runs: their cells write here.\n"
+    "agentz does not load a .env from here or from a folder below (a cell\n"
+    "could have written it), and renames a .git a cell made when its run\n"
+    "ends. Remove this file only if no run's cells ever wrote here.\n";
 
 static const char *const home_secrets[] = {
 	".ssh", ".aws", ".azure", ".config/gcloud", ".kube", ".docker",
@@ -100,8 +121,13 @@ static int
 always_masks(struct view *v, const struct config *c)
 {
 	const char *cred = getenv("CREDENTIALS_DIRECTORY");
+	char cwd[PATH_MAX];
 	size_t i;
 
+	/* the .env agentz loaded, also with the workspace elsewhere */
+	if (getcwd(cwd, sizeof cwd) != NULL && strcmp(cwd, v->workspace) != 0 &&
+	    add_mask(v, cwd, ".env") < 0)
+		return -1;
 	if (add_mask(v, v->workspace, ".env") < 0 ||
 	    add_mask(v, "/etc/agentz", NULL) < 0 ||
 	    (cred != NULL && cred[0] == '/' && add_mask(v, cred, NULL) < 0) ||
@@ -111,6 +137,295 @@ always_masks(struct view *v, const struct config *c)
 		if (add_abs(v, c->masks[i]) < 0)
 			return -1;
 	return 0;
+}
+
+static int
+add_readonly(struct view *v, const char *path)
+{
+	char **nv, *s;
+
+	if ((s = strdup(path)) == NULL)
+		return -1;
+	nv = realloc(v->readonly, (v->nreadonly + 2) * sizeof *nv);
+	if (nv == NULL) {
+		free(s);
+		return -1;
+	}
+	nv[v->nreadonly++] = s;
+	nv[v->nreadonly] = NULL;
+	v->readonly = nv;
+	v->jc.readonly = (const char *const *)v->readonly;
+	return 0;
+}
+
+/* Where main loaded ./.env from (absolute), "" when it did not. */
+static char dotenv_dir[PATH_MAX];
+
+void
+view_dotenv_loaded(const char *dir)
+{
+	(void)snprintf(dotenv_dir, sizeof dotenv_dir, "%s", dir);
+}
+
+/* What tells one .env from another: ctime is the kernel's, no write,
+ * rename or chmod keeps it. */
+static void
+dotenv_print(const struct stat *st, char *out, size_t len)
+{
+	(void)snprintf(out, len, "dotenv %llu %llu %lld %lld.%09ld\n",
+	    (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+	    (long long)st->st_size, (long long)st->st_ctim.tv_sec,
+	    st->st_ctim.tv_nsec);
+}
+
+/* The .env of dir (a regular file) as dotenv_print says it; 0 / -1. */
+static int
+dotenv_of(const char *dir, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(path, sizeof path, "%s/.env", dir) >= (int)sizeof path ||
+	    lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+		return -1;
+	dotenv_print(&st, out, len);
+	return 0;
+}
+
+/*
+ * The workspace's VIEW_MARKER: made if missing (never through a link,
+ * never a FIFO opened), kept read-only in the view when it is a regular
+ * file. It also names the .env agentz loaded from the workspace itself
+ * (which the view masks: no cell can change it), so that the next run
+ * there knows it. A marker that cannot be made is said; the run goes on.
+ */
+static int
+mark_workspace(struct view *v, const char *ws, int keep)
+{
+	char path[PATH_MAX], line[128] = "";
+	struct stat st;
+	int fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", ws, VIEW_MARKER) >=
+	    (int)sizeof path)
+		return 0;
+	if (strcmp(dotenv_dir, ws) == 0 &&
+	    dotenv_of(ws, line, sizeof line) < 0)
+		line[0] = '\0';
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+	    O_NOCTTY | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		if (lstat(path, &st) < 0)	/* a link there marks it too */
+			log_warn("cannot mark the workspace: %s", path);
+		return 0;
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (ftruncate(fd, 0) < 0 ||
+	    write(fd, marker_text, sizeof marker_text - 1) !=
+	    (ssize_t)(sizeof marker_text - 1) ||
+	    write(fd, line, strlen(line)) != (ssize_t)strlen(line)))
+		log_warn("cannot write %s", path);
+	(void)close(fd);
+	if (!keep || !S_ISREG(st.st_mode))
+		return 0;
+	return add_readonly(v, path);
+}
+
+/* Does the marker in ws name line (a dotenv_print line)? */
+static int
+marker_names(const char *ws, const char *line)
+{
+	char path[PATH_MAX], buf[4096];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", ws, VIEW_MARKER) >=
+	    (int)sizeof path)
+		return 0;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+	    O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ?
+	    read(fd, buf, sizeof buf - 1) : -1;
+	(void)close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strstr(buf, line) != NULL;
+}
+
+static int
+git_known(const struct view *v, const struct stat *st)
+{
+	size_t i;
+
+	for (i = 0; i < v->ngits; i++)
+		if (v->gits[i].dev == st->st_dev && v->gits[i].ino == st->st_ino)
+			return 1;
+	return 0;
+}
+
+/* A .git there at the start: remembered, and read-only in the view
+ * (where a link leads, when that is in the workspace). */
+static int
+git_keep(struct view *v, const FTSENT *e)
+{
+	struct view_git *ng;
+	char *real;
+	int rc = 0;
+
+	ng = realloc(v->gits, (v->ngits + 1) * sizeof *ng);
+	if (ng == NULL)
+		return -1;
+	v->gits = ng;
+	v->gits[v->ngits].dev = e->fts_statp->st_dev;
+	v->gits[v->ngits++].ino = e->fts_statp->st_ino;
+	if (v->ngits > GIT_KEEP_MAX) {
+		if (v->ngits == GIT_KEEP_MAX + 1)
+			log_warnx("more than %d .git in the workspace: %s and "
+			    "those after it stay writable to cells",
+			    GIT_KEEP_MAX, e->fts_path);
+		return 0;
+	}
+	if (e->fts_info != FTS_SL)
+		return add_readonly(v, e->fts_path);
+	if ((real = realpath(e->fts_path, NULL)) != NULL &&
+	    path_under(real, v->workspace) && strcmp(real, v->workspace) != 0)
+		rc = add_readonly(v, real);
+	free(real);
+	return rc;
+}
+
+/* A .git a cell made: renamed beside it, never replacing anything. */
+static void
+git_untrust(const char *path)
+{
+	char dst[PATH_MAX];
+	size_t dir = strlen(path) - 4;	/* up to ".git" */
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (snprintf(dst, sizeof dst, "%.*s%s%.0d", (int)dir, path,
+		    UNTRUSTED, i) >= (int)sizeof dst)
+			break;
+		if (renameat2(AT_FDCWD, path, AT_FDCWD, dst,
+		    RENAME_NOREPLACE) == 0) {
+			log_warnx("%s was made by a cell: renamed to %s, so "
+			    "that git does not take it for yours "
+			    "(--writable-git keeps it)", path, dst);
+			return;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	log_warn("cannot rename %s, which a cell made: do not run git there",
+	    path);
+}
+
+/*
+ * Every .git in the workspace (not descending into one, nor into another
+ * file system): at the start (keep) remembered and made read-only, at
+ * the end the ones not remembered renamed. 1 when all was looked at, 0
+ * when the workspace was too large, -1 on ENOMEM.
+ */
+static int
+git_scan(struct view *v, int keep)
+{
+	char *const roots[] = { v->workspace, NULL };
+	FTSENT *e;
+	FTS *f;
+	long seen = 0;
+	int rc = 1;
+
+	f = fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR | FTS_XDEV, NULL);
+	if (f == NULL)
+		return 0;
+	while (rc == 1 && (e = fts_read(f)) != NULL) {
+		if (e->fts_info == FTS_DP || e->fts_info == FTS_NS ||
+		    e->fts_level == 0 || strcmp(e->fts_name, ".git") != 0) {
+			if (++seen <= GIT_SCAN_MAX)
+				continue;
+			log_warnx("more than %d entries in the workspace %s: "
+			    "not all were looked at for .git", GIT_SCAN_MAX,
+			    v->workspace);
+			rc = 0;
+			break;
+		}
+		if (e->fts_info == FTS_D)
+			(void)fts_set(f, e, FTS_SKIP);
+		if (keep && git_keep(v, e) < 0)
+			rc = -1;
+		else if (!keep && !git_known(v, e->fts_statp))
+			git_untrust(e->fts_path);
+	}
+	(void)fts_close(f);
+	return rc;
+}
+
+/* What keeps a cell's leftovers from the operator (see the top). */
+static int
+guard_workspace(struct view *v, const struct config *c)
+{
+	if (mark_workspace(v, v->workspace, 1) < 0)
+		return -1;
+	if (c->writable_git)
+		return 0;
+	switch (git_scan(v, 1)) {
+	case -1:
+		return -1;
+	case 0:		/* what was not seen cannot be told apart later */
+		log_warnx("a .git cells make in %s will not be renamed when "
+		    "the run ends", v->workspace);
+		return 0;
+	default:
+		v->git_watch = 1;
+		return 0;
+	}
+}
+
+/* The outermost folder from dir up that holds VIEW_MARKER: cells write
+ * only below it, so its marker is agentz's own. 1 and it in out, or 0. */
+static int
+outermost_workspace(const char *dir, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	size_t n;
+	int found = 0;
+
+	if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+		return 0;
+	for (;;) {
+		n = strlen(path);
+		if (snprintf(path + n, sizeof path - n, "%s%s",
+		    n > 1 ? "/" : "", VIEW_MARKER) < (int)(sizeof path - n) &&
+		    lstat(path, &st) == 0) {
+			path[n] = '\0';
+			(void)snprintf(out, len, "%s", n > 0 ? path : "/");
+			found = 1;
+		}
+		path[n] = '\0';
+		if (n <= 1)
+			return found;
+		while (n > 1 && path[n - 1] != '/')
+			n--;
+		path[n > 1 ? n - 1 : 1] = '\0';
+	}
+}
+
+int
+view_dotenv_check(const char *dir, char *ws, size_t len)
+{
+	char line[128];
+
+	if (!outermost_workspace(dir, ws, len))
+		return 0;
+	if (strcmp(ws, dir) == 0 && dotenv_of(dir, line, sizeof line) == 0 &&
+	    marker_names(ws, line))
+		return 1;
+	return -1;
 }
 
 static int
@@ -168,11 +483,13 @@ view_init(struct view *v, const struct config *c, const char *wpath,
 			return -1;
 		}
 		v->jc.workspace = v->workspace;
-		return 0;
+		/* no view to keep anything read-only; no .env from here */
+		return mark_workspace(v, v->workspace != NULL ? v->workspace :
+		    ".", 0);
 	}
 	if (workspace(v, c, cmd) < 0)
 		return -1;
-	if (always_masks(v, c) < 0 ||
+	if (always_masks(v, c) < 0 || guard_workspace(v, c) < 0 ||
 	    (!c->no_default_masks && default_masks(v) < 0)) {
 		(void)fprintf(stderr, "%s: the worker's view: %s\n", cmd,
 		    strerror(errno));
@@ -208,6 +525,13 @@ view_clear(struct view *v)
 {
 	size_t i;
 
+	/* the run is over: no cell is left to race the renames */
+	if (v->git_watch)
+		(void)git_scan(v, 0);
+	for (i = 0; i < v->nreadonly; i++)
+		free(v->readonly[i]);
+	free(v->readonly);
+	free(v->gits);
 	for (i = 0; i < v->nmasks; i++)
 		free(v->masks[i]);
 	free(v->masks);

@@ -7,10 +7,19 @@
 #define AGENTZ_VIEW_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "sandbox/jail.h"
 
 struct config;
+
+/* The file that says a folder is (or was) a run's workspace. */
+#define VIEW_MARKER ".agentz-workspace"
+
+struct view_git {		/* a .git the workspace had at the start */
+	dev_t dev;
+	ino_t ino;
+};
 
 struct view {
 	struct jail_config jc;	/* points into the fields below */
@@ -18,16 +27,34 @@ struct view {
 	char **masks;		/* NULL-terminated, owned */
 	size_t nmasks;
 	char *protect[3];	/* agentz, agentz-worker, NULL */
+	char **readonly;	/* .git, the marker: NULL-terminated, owned */
+	size_t nreadonly;
+	struct view_git *gits;	/* every .git seen at the start */
+	size_t ngits;
+	int git_watch;		/* untrust new .git at the end (view_clear) */
 };
 
 /*
  * Fills v from c (wpath: the agentz-worker executable). A bad workspace
  * is a usage error: printed, naming the path and why, -1. Also -1 on
- * ENOMEM (printed too).
+ * ENOMEM (printed too). Marks the workspace (VIEW_MARKER) and, unless
+ * c->writable_git, keeps every .git in it read-only in the view and
+ * remembers them: view_clear renames any other .git found then (one a
+ * cell made), so that the operator's git never trusts it.
  */
 int view_init(struct view *v, const struct config *c, const char *wpath,
     const char *cmd);
 void view_clear(struct view *v);
+/*
+ * May ./.env be loaded, dir (absolute) being the working directory? 0:
+ * dir is in no run's workspace; 1: dir is one, and its .env is the one
+ * agentz loaded there before (the view masked it since); -1: refuse it,
+ * dir is (in) the workspace ws of a run and its cells could have written
+ * it. Only the outermost marker counts: cells write below it.
+ */
+int view_dotenv_check(const char *dir, char *ws, size_t len);
+/* main loaded ./.env from dir: the marker of a workspace there names it. */
+void view_dotenv_loaded(const char *dir);
 /* Masks one more absolute path (made before the world is built: a path
  * that does not exist then is dropped). Nothing without a view. 0 / -1. */
 int view_add_mask(struct view *v, const char *path);
