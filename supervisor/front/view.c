@@ -31,9 +31,12 @@
 #include "common/path.h"
 #include "supervisor/front/config.h"
 
-/* Entries looked at for .git in a workspace, and .git kept read-only. */
+/* Entries looked at for .git in a workspace, .git kept read-only, .git
+ * named in the marker, and the most of a marker read. */
 #define GIT_SCAN_MAX 200000
 #define GIT_KEEP_MAX 64
+#define GIT_RECORD_MAX 1000
+#define MARKER_MAX 65536
 #define UNTRUSTED ".git.agentz-untrusted"
 
 static const char marker_text[] =
@@ -192,26 +195,95 @@ dotenv_of(const char *dir, char *out, size_t len)
 	return 0;
 }
 
+/* The marker of ws as text (NUL-ended, allocated), or NULL. */
+static char *
+marker_read(const char *ws)
+{
+	char path[PATH_MAX], *buf;
+	struct stat st;
+	ssize_t n = -1;
+	int fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", ws, VIEW_MARKER) >=
+	    (int)sizeof path)
+		return NULL;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+	    O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if ((buf = malloc(MARKER_MAX + 1)) != NULL && fstat(fd, &st) == 0 &&
+	    S_ISREG(st.st_mode))
+		n = read(fd, buf, MARKER_MAX);
+	(void)close(fd);
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
+ * Rewrites the marker: what it is, the .env agentz loaded from the
+ * workspace itself (masked in the view: no cell can change it), the .git
+ * trusted at the start, and whether a run is going on there (a marker
+ * still saying so at the next start: that run never renamed what its
+ * cells made).
+ */
+static void
+marker_write(const struct view *v, int running)
+{
+	char line[128] = "";
+	struct stat st;
+	size_t i;
+	int fd, rc = 0;
+
+	if (v->marker == NULL)
+		return;
+	if (v->workspace != NULL && strcmp(dotenv_dir, v->workspace) == 0 &&
+	    dotenv_of(v->workspace, line, sizeof line) < 0)
+		line[0] = '\0';
+	fd = open(v->marker, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+	    O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    ftruncate(fd, 0) < 0 ||
+	    dprintf(fd, "%s%s", marker_text, line) < 0)
+		rc = -1;
+	if (rc == 0 && v->git_record == GIT_RECORD_ANY)
+		rc = dprintf(fd, "gits any\n");
+	else if (rc == 0 && v->git_record == GIT_RECORD_LIST) {
+		rc = dprintf(fd, "gits");
+		for (i = 0; rc >= 0 && i < v->ngits; i++)
+			rc = dprintf(fd, " %llu:%llu",
+			    (unsigned long long)v->gits[i].dev,
+			    (unsigned long long)v->gits[i].ino);
+		if (rc >= 0)
+			rc = dprintf(fd, "\n");
+	}
+	if (rc >= 0 && running)
+		rc = dprintf(fd, "running\n");
+	if (rc < 0)
+		log_warn("cannot write %s", v->marker);
+	if (fd >= 0)
+		(void)close(fd);
+}
+
 /*
  * The workspace's VIEW_MARKER: made if missing (never through a link,
- * never a FIFO opened), kept read-only in the view when it is a regular
- * file. It also names the .env agentz loaded from the workspace itself
- * (which the view masks: no cell can change it), so that the next run
- * there knows it. A marker that cannot be made is said; the run goes on.
+ * never a FIFO opened) and written; kept read-only in the view (keep)
+ * when it is a regular file. A marker that cannot be made is said; the
+ * run goes on.
  */
 static int
 mark_workspace(struct view *v, const char *ws, int keep)
 {
-	char path[PATH_MAX], line[128] = "";
+	char path[PATH_MAX];
 	struct stat st;
 	int fd;
 
 	if (snprintf(path, sizeof path, "%s/%s", ws, VIEW_MARKER) >=
 	    (int)sizeof path)
 		return 0;
-	if (strcmp(dotenv_dir, ws) == 0 &&
-	    dotenv_of(ws, line, sizeof line) < 0)
-		line[0] = '\0';
 	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
 	    O_NOCTTY | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -219,41 +291,26 @@ mark_workspace(struct view *v, const char *ws, int keep)
 			log_warn("cannot mark the workspace: %s", path);
 		return 0;
 	}
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    (ftruncate(fd, 0) < 0 ||
-	    write(fd, marker_text, sizeof marker_text - 1) !=
-	    (ssize_t)(sizeof marker_text - 1) ||
-	    write(fd, line, strlen(line)) != (ssize_t)strlen(line)))
-		log_warn("cannot write %s", path);
-	(void)close(fd);
-	if (!keep || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		(void)close(fd);
 		return 0;
-	return add_readonly(v, path);
+	}
+	(void)close(fd);
+	if ((v->marker = strdup(path)) == NULL)
+		return -1;
+	marker_write(v, 0);
+	return keep ? add_readonly(v, path) : 0;
 }
 
 /* Does the marker in ws name line (a dotenv_print line)? */
 static int
 marker_names(const char *ws, const char *line)
 {
-	char path[PATH_MAX], buf[4096];
-	struct stat st;
-	ssize_t n;
-	int fd;
+	char *buf = marker_read(ws);
+	int found = buf != NULL && strstr(buf, line) != NULL;
 
-	if (snprintf(path, sizeof path, "%s/%s", ws, VIEW_MARKER) >=
-	    (int)sizeof path)
-		return 0;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-	    O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ?
-	    read(fd, buf, sizeof buf - 1) : -1;
-	(void)close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return strstr(buf, line) != NULL;
+	free(buf);
+	return found;
 }
 
 static int
@@ -364,25 +421,76 @@ git_scan(struct view *v, int keep)
 	return rc;
 }
 
+/*
+ * The last run here never ended (its marker still says running, and
+ * names the .git trusted when it started): what its cells made was never
+ * renamed; it is now. old: the marker as it was. 0, or -1 on ENOMEM.
+ */
+static int
+untrust_leftovers(struct view *v, const char *old)
+{
+	const char *g;
+	unsigned long long dev, ino;
+	struct view_git *ng;
+	int used, rc;
+
+	if (old == NULL || strstr(old, "\nrunning\n") == NULL ||
+	    (g = strstr(old, "\ngits ")) == NULL ||
+	    strncmp(g, "\ngits any\n", 10) == 0)
+		return 0;
+	log_warnx("the last run in %s did not end: a .git made since it "
+	    "started was never renamed", v->workspace);
+	for (g += 5; sscanf(g, " %llu:%llu%n", &dev, &ino, &used) == 2;
+	    g += used) {
+		ng = realloc(v->gits, (v->ngits + 1) * sizeof *ng);
+		if (ng == NULL)
+			return -1;
+		v->gits = ng;
+		v->gits[v->ngits].dev = (dev_t)dev;
+		v->gits[v->ngits++].ino = (ino_t)ino;
+	}
+	rc = git_scan(v, 0);
+	free(v->gits);
+	v->gits = NULL;
+	v->ngits = 0;
+	return rc < 0 ? -1 : 0;
+}
+
 /* What keeps a cell's leftovers from the operator (see the top). */
 static int
 guard_workspace(struct view *v, const struct config *c)
 {
-	if (mark_workspace(v, v->workspace, 1) < 0)
+	char *old = marker_read(v->workspace);
+	int rc;
+
+	if (mark_workspace(v, v->workspace, 1) < 0) {
+		free(old);
 		return -1;
-	if (c->writable_git)
+	}
+	if (c->writable_git) {
+		free(old);
+		v->git_record = GIT_RECORD_ANY;
+		marker_write(v, 1);
 		return 0;
+	}
+	rc = untrust_leftovers(v, old);
+	free(old);
+	if (rc < 0)
+		return -1;
 	switch (git_scan(v, 1)) {
 	case -1:
 		return -1;
 	case 0:		/* what was not seen cannot be told apart later */
 		log_warnx("a .git cells make in %s will not be renamed when "
 		    "the run ends", v->workspace);
-		return 0;
+		break;
 	default:
 		v->git_watch = 1;
-		return 0;
+		if (v->ngits <= GIT_RECORD_MAX)
+			v->git_record = GIT_RECORD_LIST;
 	}
+	marker_write(v, 1);
+	return 0;
 }
 
 /* The outermost folder from dir up that holds VIEW_MARKER: cells write
@@ -528,6 +636,8 @@ view_clear(struct view *v)
 	/* the run is over: no cell is left to race the renames */
 	if (v->git_watch)
 		(void)git_scan(v, 0);
+	marker_write(v, 0);
+	free(v->marker);
 	for (i = 0; i < v->nreadonly; i++)
 		free(v->readonly[i]);
 	free(v->readonly);

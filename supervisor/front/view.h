@@ -32,7 +32,11 @@ struct view {
 	struct view_git *gits;	/* every .git seen at the start */
 	size_t ngits;
 	int git_watch;		/* untrust new .git at the end (view_clear) */
+	int git_record;		/* what the marker says of .git (below) */
+	char *marker;		/* the workspace's VIEW_MARKER, or NULL */
 };
+
+enum { GIT_RECORD_NONE, GIT_RECORD_LIST, GIT_RECORD_ANY };
 
 /*
  * Fills v from c (wpath: the agentz-worker executable). A bad workspace

@@ -24,6 +24,7 @@ import uuid
 
 import pytest
 
+from agentz_util import wait_file
 from model_server import ModelServer
 from test_isolation import (DENIED, IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT,
                             Ctx, Who, assert_denied, assert_unreadable,
@@ -383,3 +384,44 @@ report(add=a.returncode, commit=c.returncode, err=c.stderr.decode()[-300:],
     assert os.path.isdir(os.path.join(ctx.ws, "sub", ".git"))
     log = git(ctx, ctx.ws, "-c", "safe.directory=*", "log", "--format=%s")
     assert log.stdout.strip() == "cell", (log.stdout, log.stderr)
+
+
+def test_a_repository_made_before_a_supervisor_crash_is_renamed_next_run(ctx):
+    """The supervisor killed mid-run never renames what its cells made:
+    the marker still says a run is going on, and the next run there
+    renames every .git that was not there when that run started (and
+    keeps the operator's)."""
+    if subprocess.run(["which", "git"], capture_output=True).returncode:
+        pytest.skip("git is not installed")
+    spot = ctx.visible_dir("agentz-git-spot-")
+    sentinel = os.path.join(spot, "hook-ran")
+    assert git(ctx, ctx.ws, "init", "-q").returncode == 0
+    assert git(ctx, ctx.ws, "init", "-q", "mine").returncode == 0
+    ready = os.path.join(ctx.ws, "made")
+    code = r'''
+import subprocess, time
+subprocess.run(['git', 'init', '-q', 'sub'], check=True)
+with open('sub/.git/config', 'a') as f:
+    f.write(LINE)
+open('made', 'w').close()
+time.sleep(3600)
+'''.replace("LINE", repr(hook_line(sentinel)))
+    h = ctx.start_exec([code])
+    assert wait_file(ready, h.p, RUN_TIMEOUT), "the cell did not get there"
+    os.kill(h.p.pid, 9)                  # the supervisor only
+    h.p.wait(RUN_TIMEOUT)
+    h.stdin.close()
+    assert os.path.isdir(os.path.join(ctx.ws, "sub", ".git"))
+    with open(os.path.join(ctx.ws, MARKER)) as f:
+        assert "running\n" in f.read()
+    r = ctx.run([OK_CELL])
+    assert "did not end" in r.stderr, r.stderr[-2000:]
+    assert not os.path.lexists(os.path.join(ctx.ws, "sub", ".git"))
+    assert os.path.isdir(os.path.join(ctx.ws, "sub",
+                                      ".git.agentz-untrusted"))
+    assert os.path.isdir(os.path.join(ctx.ws, ".git"))
+    assert os.path.isdir(os.path.join(ctx.ws, "mine", ".git"))
+    with open(os.path.join(ctx.ws, MARKER)) as f:
+        assert "running\n" not in f.read()
+    git(ctx, os.path.join(ctx.ws, "sub"), "status", "--porcelain")
+    assert not os.path.exists(sentinel), "the cell's fsmonitor hook ran"
