@@ -9,10 +9,12 @@
  *
  * What a cell leaves behind must not hurt the operator: the workspace is
  * marked (VIEW_MARKER, read-only in the view), so that no later agentz
- * loads a .env from it; every .git in it is read-only (core.fsmonitor in
- * .git/config would run at the operator's next `git status`), and a .git
- * that appears during the run is renamed when it ends, so that the
- * operator's git never takes a repository a cell made for one of theirs.
+ * loads a .env from it but the one it loaded there itself (named in the
+ * marker, masked in the view); every .git in it is read-only
+ * (core.fsmonitor in .git/config would run at the operator's next `git
+ * status`), and a .git that appears during the run is renamed when it
+ * ends, so that the operator's git never takes a repository a cell made
+ * for one of theirs.
  */
 #include "supervisor/front/view.h"
 
@@ -41,8 +43,9 @@
 
 static const char marker_text[] =
     "This folder is the workspace of agentz runs: their cells write here.\n"
-    "agentz does not load a .env from here or from a folder below (a cell\n"
-    "could have written it), and renames a .git a cell made when its run\n"
+    "agentz loads no .env from here or from a folder below (a cell could\n"
+    "have written it) but the one named below, which it loaded here before\n"
+    "and kept from the cells; it renames a .git a cell made when the run\n"
     "ends. Remove this file only if no run's cells ever wrote here.\n";
 
 static const char *const home_secrets[] = {
@@ -233,21 +236,17 @@ marker_read(const char *ws)
 static void
 marker_write(const struct view *v, int running)
 {
-	char line[128] = "";
 	struct stat st;
 	size_t i;
 	int fd, rc = 0;
 
 	if (v->marker == NULL)
 		return;
-	if (v->workspace != NULL && strcmp(dotenv_dir, v->workspace) == 0 &&
-	    dotenv_of(v->workspace, line, sizeof line) < 0)
-		line[0] = '\0';
 	fd = open(v->marker, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
 	    O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    ftruncate(fd, 0) < 0 ||
-	    dprintf(fd, "%s%s", marker_text, line) < 0)
+	    dprintf(fd, "%s%s", marker_text, v->dotenv) < 0)
 		rc = -1;
 	if (rc == 0 && v->git_record == GIT_RECORD_ANY)
 		rc = dprintf(fd, "gits any\n");
@@ -298,6 +297,11 @@ mark_workspace(struct view *v, const char *ws, int keep)
 	(void)close(fd);
 	if ((v->marker = strdup(path)) == NULL)
 		return -1;
+	/* the .env main loaded from here, as it is now (the view masks it);
+	 * without a view (--isolation off) cells could write it: none */
+	if (v->jc.mode != JAIL_OFF && strcmp(dotenv_dir, ws) == 0 &&
+	    dotenv_of(ws, v->dotenv, sizeof v->dotenv) < 0)
+		v->dotenv[0] = '\0';
 	marker_write(v, 0);
 	return keep ? add_readonly(v, path) : 0;
 }

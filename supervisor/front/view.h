@@ -34,6 +34,7 @@ struct view {
 	int git_watch;		/* untrust new .git at the end (view_clear) */
 	int git_record;		/* what the marker says of .git (below) */
 	char *marker;		/* the workspace's VIEW_MARKER, or NULL */
+	char dotenv[128];	/* the marker's line naming the .env, or "" */
 };
 
 enum { GIT_RECORD_NONE, GIT_RECORD_LIST, GIT_RECORD_ANY };
