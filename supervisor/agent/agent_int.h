@@ -145,10 +145,12 @@ int agent_set_price(struct agent *a);
 /*
  * Budgets hard inside a cell: before a model request (a call_me, a
  * repair), 1 when --max-tokens, --max-cost (the calls in flight counted
- * by their estimate) or --deadline is spent; the run is then stopped as
- * a budget stop and why says which budget and by how much.
+ * by their estimate, and more: the estimate of the request's own input)
+ * or --deadline is spent; the run is then stopped as a budget stop and
+ * why says which budget and by how much.
  */
-int agent_budget_refuse(struct agent *a, char *why, size_t n);
+int agent_budget_refuse(struct agent *a, long long more, char *why,
+    size_t n);
 /* While calls stream and as they end: stops the run (1) once a budget
  * is crossed, the streamed estimates counted. */
 int agent_budget_watch(struct agent *a);

@@ -444,7 +444,9 @@ call_start(struct agent *a, struct pending *p, const char *text, size_t len)
 	json_t *body;
 	int stream;
 
-	if (agent_budget_refuse(a, why, sizeof why)) {
+	/* its own input is paid as soon as it is sent: counted */
+	if (agent_budget_refuse(a, (long long)(len + 3) / 4, why,
+	    sizeof why)) {
 		reply_error(a, p->req, "BudgetExceeded", why);
 		pending_free(p);
 		return;

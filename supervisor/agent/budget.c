@@ -162,14 +162,14 @@ agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
 
 /*
  * Says in why (left alone otherwise) that the token or cost budget is
- * spent, with more tokens (the estimate of calls in flight) counted, and
- * by how much it is exceeded; 1 when one is.
+ * spent, with more tokens (estimates, which note names) counted, and by
+ * how much it is exceeded; 1 when one is.
  */
 static int
-spent(const struct agent *a, long long more, char *why, size_t n)
+spent(const struct agent *a, long long more, const char *note, char *why,
+    size_t n)
 {
-	const char *est = more > 0 ? " (calls in flight counted by their "
-	    "estimate)" : "";
+	const char *est = more > 0 ? note : "";
 	long long t = agent_tokens(a) + more;
 	char cost[32], budget[32], over[32];
 	double usd;
@@ -209,12 +209,14 @@ past_deadline(const struct agent *a, char *why, size_t n)
 }
 
 int
-agent_budget_refuse(struct agent *a, char *why, size_t n)
+agent_budget_refuse(struct agent *a, long long more, char *why, size_t n)
 {
-	if (!spent(a, agent_calls_estimate(a), why, n) &&
-	    !past_deadline(a, why, n))
+	if (!spent(a, agent_calls_estimate(a) + more, " (counting the "
+	    "estimate of the calls in flight and of the request refused)",
+	    why, n) && !past_deadline(a, why, n))
 		return 0;
-	agent_stop(a, EXIT_BUDGET, why);
+	if (!a->stopping)	/* the first decided stop stands */
+		agent_stop(a, EXIT_BUDGET, why);
 	return 1;
 }
 
@@ -225,7 +227,8 @@ agent_budget_watch(struct agent *a)
 
 	/* a stop decided (a signal's too) is not a budget's to take over */
 	if (a->stopping || loop_stopped(a->loop) ||
-	    !spent(a, agent_calls_estimate(a), why, sizeof why))
+	    !spent(a, agent_calls_estimate(a), " (calls in flight counted by "
+	    "their estimate)", why, sizeof why))
 		return 0;
 	agent_stop(a, EXIT_BUDGET, why);
 	return 1;
@@ -244,7 +247,7 @@ agent_over_budget(struct agent *a, const struct cell *c)
 		(void)snprintf(why, sizeof why, "stopping: the budget of %u "
 		    "cells is spent", a->cfg.max_cells);
 	else
-		(void)spent(a, 0, why, sizeof why);
+		(void)spent(a, 0, "", why, sizeof why);
 	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
 	    (sig = agent_failure_signature(c)) != NULL) {
 		seen = agent_count_failure(a, c, sig);

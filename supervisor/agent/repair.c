@@ -106,7 +106,7 @@ agent_start_recovery(struct agent *a)
 	uint64_t req, call;
 	size_t n;
 
-	if (agent_budget_refuse(a, why, sizeof why)) {	/* stopped */
+	if (agent_budget_refuse(a, 0, why, sizeof why)) {	/* stopped */
 		json_decref(rec);
 		return;
 	}

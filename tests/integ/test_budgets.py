@@ -167,6 +167,28 @@ def test_call_me_attack_stops_within_one_call(tmp_path):
     assert last_tokens(jpath) <= 300 + 60
 
 
+def test_call_over_budget_is_not_sent(tmp_path):
+    # cell 1 asks with an input of about 2,500 tokens under --max-tokens
+    # 1000 (120 spent): the request is refused before it is sent, the run
+    # stops as a budget stop naming the call's estimate
+    big = code("""
+        call_me(input='big ' + 'x' * 10000)
+        """)
+    script = first(big) + [{"match": "big x", "text": "ok", "usage": U60}]
+    jpath = tmp_path / "journal"
+    with ModelServer(script) as srv:
+        p = start(srv, tmp_path, "--max-tokens", "1000", "--journal",
+                  str(jpath))
+        out, err = finish(p)
+        n = len(srv.requests)
+    assert p.returncode == 4, show(p, out, err)
+    assert n == 2, show(p, out, err)
+    rc, why = stop_reason(jpath)
+    assert rc == 4 and "--max-tokens" in why, why
+    assert "of the request refused" in why, why
+    assert last_tokens(jpath) == 120, journal(jpath)
+
+
 LONG = {"match": "long answer", "text": "x" * 400000, "delta_size": 100,
         "delay": 0.002}
 
