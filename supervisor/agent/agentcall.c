@@ -504,22 +504,34 @@ call_wait(struct agent *a, struct pending *p, const struct msg_request *q)
 	*pp = p;
 }
 
-/* Starts the waiting requests whose cell has a free slot, oldest first. */
+/* The oldest waiting request whose cell has a free slot, unlinked; NULL
+ * when none has one. */
+static struct pending *
+next_waiting(struct agent *a)
+{
+	struct pending **pp, *p;
+
+	for (pp = &a->waiting; (p = *pp) != NULL; pp = &p->next)
+		if (in_flight(a, p->cell) < a->cfg.max_parallel_calls) {
+			*pp = p->next;
+			return p;
+		}
+	return NULL;
+}
+
+/* Starts the waiting requests whose cell has a free slot, oldest first
+ * (the list is looked at afresh after each start: one may change it). */
 static void
 on_waiting(struct loop *l, void *ctx)
 {
 	struct agent *a = ctx;
-	struct pending **pp = &a->waiting, *p;
+	struct pending *p;
 	char *body;
 
 	(void)l;
 	a->waiting_timer = 0;
-	while ((p = *pp) != NULL && !a->stopping) {
-		if (in_flight(a, p->cell) >= a->cfg.max_parallel_calls) {
-			pp = &p->next;
-			continue;
-		}
-		*pp = p->next;
+	while (!a->stopping && !loop_stopped(a->loop) &&
+	    (p = next_waiting(a)) != NULL) {
 		body = p->body;
 		p->body = NULL;
 		call_start(a, p, body, p->body_len);
