@@ -246,6 +246,25 @@ def test_streaming_answer_cut_at_cost_budget(tmp_path):
     assert last_tokens(jpath) <= 1000 + CUT, journal(jpath)
 
 
+def test_streaming_repair_cut_at_token_budget(tmp_path):
+    # cell 1 fails; the repair request's answer is long: cut at the budget
+    script = first("raise ValueError('broken')\n") + [
+        dict(LONG, match="Repair the failed cell")]
+    jpath = tmp_path / "journal"
+    with ModelServer(script) as srv:
+        p = start(srv, tmp_path, "--journal", str(jpath), "--max-tokens",
+                  "1500")
+        out, err = finish(p)
+        cut = srv.wait_for_disconnects(1, timeout=10 * SLOW)
+        disconnects = list(srv.disconnects)
+    assert p.returncode == 4, show(p, out, err)
+    assert cut and disconnects[0]["while"] == "sending", disconnects
+    rc, why = stop_reason(jpath)
+    assert rc == 4 and "--max-tokens" in why, why
+    assert over_by(why) <= 200, why
+    assert last_tokens(jpath) <= 1500 + CUT, journal(jpath)
+
+
 def test_deadline_cuts_a_streaming_call(tmp_path):
     # the answer is held until the deadline passed: the call is cut, its
     # cell gets BudgetExceeded, the stop record names the deadline and by
