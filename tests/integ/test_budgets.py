@@ -143,8 +143,13 @@ def last_tokens(path):
     return usage[-1]["tokens"] if usage else 0
 
 
-def test_call_me_attack_stops_within_one_call(tmp_path):
-    # One cell makes 42 call_me's under --max-tokens 300 (60 tokens each):
+@pytest.mark.parametrize("budget", [
+    ("--max-tokens", "300"),
+    # $1 a token, so the same 300 as money
+    ("--price", "1000000,1000000,1000000", "--max-cost", "300")],
+    ids=["tokens", "cost"])
+def test_call_me_attack_stops_within_one_call(tmp_path, budget):
+    # One cell makes 42 call_me's under a budget of 300 (60 tokens each):
     # the run stops at the call that reaches the budget, not at the cell's
     # end.
     attack = code("""
@@ -155,14 +160,13 @@ def test_call_me_attack_stops_within_one_call(tmp_path):
                                "repeat": "forever"}]
     jpath = tmp_path / "journal"
     with ModelServer(script) as srv:
-        p = start(srv, tmp_path, "--max-tokens", "300", "--journal",
-                  str(jpath))
+        p = start(srv, tmp_path, *budget, "--journal", str(jpath))
         out, err = finish(p)
         served = 60 * len(srv.requests)
     assert p.returncode == 4, show(p, out, err)
     assert served <= 300 + 60, (served, show(p, out, err))
     rc, why = stop_reason(jpath)
-    assert rc == 4 and "--max-tokens" in why, why
+    assert rc == 4 and budget[-2] in why, why
     assert over_by(why) <= 60, why
     assert last_tokens(jpath) <= 300 + 60
 
