@@ -583,7 +583,8 @@ agent_calls_clear(struct agent *a)
 {
 	struct pending *p;
 
-	loop_timer_cancel(a->loop, a->waiting_timer);
+	if (a->waiting_timer != 0)	/* a->loop is NULL before the run */
+		loop_timer_cancel(a->loop, a->waiting_timer);
 	a->waiting_timer = 0;
 	while ((p = a->waiting) != NULL) {
 		a->waiting = p->next;
