@@ -17,6 +17,12 @@ class ModelError(Exception):
     """The model request failed (HTTP error, stream error, bad event)."""
 
 
+class BudgetExceeded(ModelError):
+    """A budget of the run (--max-tokens, --max-cost, --deadline) is spent:
+    the model call was not made, or was cut, and the run stops.  A
+    ModelError, so code that handles a failed model call handles it too."""
+
+
 class CellInactive(RuntimeError):
     """A host function bound to a cell was used after the cell ended."""
 
@@ -24,6 +30,7 @@ class CellInactive(RuntimeError):
 _ERROR_TYPES.update({
     "NextCellAlreadyScheduled": NextCellAlreadyScheduled,
     "ModelError": ModelError,
+    "BudgetExceeded": BudgetExceeded,
     "CellInactive": CellInactive,
 })
 
@@ -294,6 +301,7 @@ def _inject(n):
         AgentQuit=AgentQuit,
         NextCellAlreadyScheduled=NextCellAlreadyScheduled,
         ModelError=ModelError,
+        BudgetExceeded=BudgetExceeded,
         CELL_INPUTS=_History("inputs"),
         CELL_OUTPUTS=_History("outputs"),
         get_last_error=get_last_error,

@@ -365,6 +365,7 @@ agent_run(struct agent *a, const char *wpath)
 static void
 agent_free(struct agent *a)
 {
+	agent_calls_clear(a);
 	model_free(a->model);
 	agent_ctl_close(a);
 	runner_free(a->runner);

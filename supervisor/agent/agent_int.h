@@ -89,6 +89,11 @@ struct agent {
 	size_t recovery_bytes, recovery_streamed;
 	struct agent_req recovery_req;	/* the repair request's events */
 	struct pending *calls;		/* the cells' model calls in flight */
+	/* call_me requests waiting for a free slot of their cell
+	 * (--max-parallel-calls), oldest first, and the timer that starts
+	 * them once slots free (0: none armed) */
+	struct pending *waiting;
+	uint64_t waiting_timer;
 	struct runstop stops;		/* signals */
 	/* the operator (operator.c): the control socket, a pause, a stop
 	 * asked for (1 after the cell, 2 now), notes not yet delivered, a
@@ -137,6 +142,18 @@ int agent_over_budget(struct agent *a, const struct cell *c);
 int agent_resume_over_budget(struct agent *a);
 void agent_start_deadline(struct agent *a);
 int agent_set_price(struct agent *a);
+/*
+ * Budgets hard inside a cell: before a model request (a call_me, a
+ * repair), 1 when --max-tokens, --max-cost (the calls in flight counted
+ * by their estimate, and more: the estimate of the request's own input)
+ * or --deadline is spent; the run is then stopped as a budget stop and
+ * why says which budget and by how much.
+ */
+int agent_budget_refuse(struct agent *a, long long more, char *why,
+    size_t n);
+/* While calls stream and as they end: stops the run (1) once a budget
+ * is crossed, the streamed estimates counted. */
+int agent_budget_watch(struct agent *a);
 
 /* resume.c: the journal, resuming, the restart note */
 void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
@@ -149,6 +166,11 @@ int agent_resume(struct agent *a);
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
+/* Tokens of the calls in flight (a repair's included) that no usage has
+ * counted yet: about 4 bytes a token, sent and streamed. */
+long long agent_calls_estimate(const struct agent *a);
+/* Frees the call_me requests still waiting for a slot (the run ended). */
+void agent_calls_clear(struct agent *a);
 
 /* agentev.c: the run's events (front/events.h; nothing while off) */
 void agent_ev_run_start(const struct agent *a);

@@ -2,6 +2,15 @@
  * agentcall.c - call_me requests from cells: a model call per request,
  * the list of those in flight (each cancelled with its cell or its
  * worker), the answer or error back to the worker (see agent_int.h).
+ *
+ * A cell has at most --max-parallel-calls calls in flight; its further
+ * requests wait in order (a->waiting, oldest first) and start, from a
+ * loop timer, as its calls end; a waiting request dies with its cell or
+ * worker like a call in flight. Every call is checked against the
+ * budgets as it starts (a waiting one when its turn comes), while it
+ * streams and when it ends (budget.c): a call that would start over a
+ * budget raises BudgetExceeded in the cell, and the run stops as a budget
+ * stop; the calls that a budget stop cuts raise BudgetExceeded too.
  */
 #include "supervisor/agent/agent_int.h"
 
@@ -14,6 +23,7 @@
 
 #include "common/log.h"
 #include "proto/proto.h"
+#include "supervisor/loop/loop.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/model/jspan.h"
 #include "supervisor/model/model.h"
@@ -36,6 +46,8 @@ struct pending {
 	int gone;		/* the worker that asked died: no answer */
 	unsigned dropped;	/* stream events the worker had no room for */
 	struct agent_req rq;	/* for the events */
+	char *body;		/* waiting for a slot: the request's body */
+	size_t body_len;
 };
 
 static int
@@ -68,6 +80,42 @@ pending_of(const struct agent *a, int all, uint32_t cell)
 	return NULL;
 }
 
+static void
+reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
+{
+	runner_reply_error(a->runner, req, type, msg);
+}
+
+static void
+pending_free(struct pending *p)
+{
+	if (p != NULL)
+		free(p->body);
+	free(p);
+}
+
+/*
+ * The requests of cell (all: of every cell) waiting for a slot go; their
+ * thread is told why, unless its worker is gone.
+ */
+static void
+drop_waiting(struct agent *a, int all, uint32_t cell, int gone,
+    const char *why)
+{
+	struct pending **pp = &a->waiting, *p;
+
+	while ((p = *pp) != NULL) {
+		if (!all && p->cell != cell) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		if (!gone && same_worker(p))
+			reply_error(a, p->req, "ModelError", why);
+		pending_free(p);
+	}
+}
+
 /*
  * Ends the model calls of cell (all: of every cell of the worker) at
  * once, their connections closed; gone: their worker died, nothing to
@@ -79,13 +127,14 @@ end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
 	struct pending *p;
 	unsigned n = 0;
 
+	drop_waiting(a, all, cell, gone, why);
 	while ((p = pending_of(a, all, cell)) != NULL) {
 		n += p->cell == cell;
 		p->gone |= gone;
 		if (model_end(a->model, p->call, why) == 0) {
 			pending_unlink(p);	/* not open: nothing runs */
 			agent_ev_request_end(&p->rq, "ModelError", why);
-			free(p);
+			pending_free(p);
 		}
 	}
 	return n;
@@ -144,6 +193,9 @@ agent_calls_cell_over(struct agent *a, struct cell *c)
 	char why[96];
 
 	hosttools_cell_over(a->host, c->n);
+	(void)snprintf(why, sizeof why, "Cell %u has finished: the model call "
+	    "waiting for a free slot was not started", c->n);
+	drop_waiting(a, 0, c->n, 0, why);
 	if (c->timeout_stage != NULL) {
 		(void)snprintf(why, sizeof why, "cell %u exceeded its timeout: "
 		    "its model call was cancelled", c->n);
@@ -165,11 +217,7 @@ call_event(void *ctx, const char *json, size_t len)
 		p->dropped++;
 }
 
-static void
-reply_error(struct agent *a, uint64_t req, const char *type, const char *msg)
-{
-	runner_reply_error(a->runner, req, type, msg);
-}
+static void wake_waiting(struct agent *a);
 
 static void
 call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
@@ -180,8 +228,15 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 	size_t n;
 
 	pending_unlink(p);
+	if (type != NULL && a->stopping && a->stop_rc == EXIT_BUDGET &&
+	    a->stop_reason != NULL) {	/* cut by a budget stop */
+		type = "BudgetExceeded";
+		msg = a->stop_reason;
+	}
 	agent_ev_request_end(&p->rq, type, msg);
 	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed);
+	(void)agent_budget_watch(a);	/* its usage may cross a budget */
+	wake_waiting(a);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
 	} else if (same_worker(p) && p->dropped > 0) {
@@ -207,9 +262,9 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		free(clean);
 	}
 	if (p->starting)
-		p->ended = 1;	/* a_request frees it */
+		p->ended = 1;	/* call_start frees it */
 	else
-		free(p);
+		pending_free(p);
 }
 
 static void
@@ -220,6 +275,8 @@ call_progress(void *ctx, size_t delta_bytes)
 	if (delta_bytes > p->streamed)
 		p->streamed = delta_bytes;
 	tui_set_streaming(delta_bytes);
+	/* crossing a budget stops the run; the loop ends the stream */
+	(void)agent_budget_watch(p->a);
 }
 
 static void
@@ -268,7 +325,6 @@ pending_new(struct agent *a, const struct msg_request *q)
 	p->a = a;
 	p->req = q->id;
 	p->gen = worker_generation(runner_worker(a->runner));
-	p->tokens_at = model_total_tokens(a->model);
 	p->sent = q->body.len;
 	return p;
 }
@@ -279,6 +335,7 @@ call_begin(struct agent *a, struct pending *p, uint32_t cell)
 {
 	p->cell = cell;
 	p->starting = 1;
+	p->tokens_at = model_total_tokens(a->model);
 	p->next = a->calls;
 	a->calls = p;
 }
@@ -290,7 +347,7 @@ call_started(struct pending *p, uint64_t id)
 	p->call = id;
 	p->starting = 0;
 	if (p->ended)
-		free(p);
+		pending_free(p);
 }
 
 /* The parameters other than input, parsed, and input as a span. */
@@ -330,10 +387,9 @@ split_params(struct jspan params, struct jspan *input, char *err, size_t size)
 }
 
 static void
-a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
-    struct pending *p)
+call_start_raw(struct agent *a, struct pending *p, struct jspan body)
 {
-	struct jspan body = { q->body.ptr, q->body.len }, k, v, params = { 0 };
+	struct jspan k, v, params = { 0 };
 	struct jspan input;
 	struct jspan_iter it;
 	struct host_binding b;
@@ -360,20 +416,137 @@ a_request_raw(struct agent *a, struct cell *c, const struct msg_request *q,
 		rest = NULL;
 	}
 	if (rest == NULL) {
-		reply_error(a, q->id, "TypeError", err);
-		free(p);
+		reply_error(a, p->req, "TypeError", err);
+		pending_free(p);
 		return;
 	}
 	noted = agent_restart_note_raw(a, input, "\n\n", &n);
 	if (noted != NULL)
 		input = (struct jspan){ noted, n };
-	b = agent_binding(a, c->n);
-	call_begin(a, p, c->n);
-	agent_ev_request_start(&p->rq, c->n, "call_me", stream);
+	b = agent_binding(a, p->cell);
+	call_begin(a, p, p->cell);
+	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
 	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
 	    &call_ops, p));
 	free(noted);
 	json_decref(rest);
+}
+
+/*
+ * Starts p's model call for its cell (p->cell), the request's body given
+ * (borrowed): refused with BudgetExceeded when a budget is spent.
+ */
+static void
+call_start(struct agent *a, struct pending *p, const char *text, size_t len)
+{
+	struct host_binding b;
+	char why[512];
+	json_t *body;
+	int stream;
+
+	/* its own input is paid as soon as it is sent: counted */
+	if (agent_budget_refuse(a, (long long)(len + 3) / 4, why,
+	    sizeof why)) {
+		reply_error(a, p->req, "BudgetExceeded", why);
+		pending_free(p);
+		return;
+	}
+	if (len > CALL_TREE_MAX) {
+		call_start_raw(a, p, (struct jspan){ text, len });
+		return;
+	}
+	body = json_loadb(text, len, 0, NULL);
+	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
+		reply_error(a, p->req, "TypeError", "call_me: the request body "
+		    "is not a JSON object");
+		json_decref(body);
+		pending_free(p);
+		return;
+	}
+	agent_add_restart_note(a, json_object_get(body, "params"), "\n\n");
+	b = agent_binding(a, p->cell);
+	stream = json_is_true(json_object_get(body, "stream"));
+	call_begin(a, p, p->cell);
+	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
+	call_started(p, model_call(a->model, json_object_get(body, "params"),
+	    stream, &b, &call_ops, p));
+	json_decref(body);
+}
+
+/* Model calls of cell in flight. */
+static unsigned
+in_flight(const struct agent *a, uint32_t cell)
+{
+	const struct pending *p;
+	unsigned n = 0;
+
+	for (p = a->calls; p != NULL; p = p->next)
+		n += p->cell == cell;
+	return n;
+}
+
+/* p waits, last in line, for a slot of its cell; its body is copied. */
+static void
+call_wait(struct agent *a, struct pending *p, const struct msg_request *q)
+{
+	struct pending **pp;
+
+	p->body = malloc(q->body.len + 1);
+	if (p->body == NULL) {
+		reply_error(a, p->req, "ModelError", "out of memory");
+		pending_free(p);
+		return;
+	}
+	memcpy(p->body, q->body.ptr, q->body.len);
+	p->body_len = q->body.len;
+	for (pp = &a->waiting; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = p;
+}
+
+/* The oldest waiting request whose cell has a free slot, unlinked; NULL
+ * when none has one. */
+static struct pending *
+next_waiting(struct agent *a)
+{
+	struct pending **pp, *p;
+
+	for (pp = &a->waiting; (p = *pp) != NULL; pp = &p->next)
+		if (in_flight(a, p->cell) < a->cfg.max_parallel_calls) {
+			*pp = p->next;
+			return p;
+		}
+	return NULL;
+}
+
+/* Starts the waiting requests whose cell has a free slot, oldest first
+ * (the list is looked at afresh after each start: one may change it). */
+static void
+on_waiting(struct loop *l, void *ctx)
+{
+	struct agent *a = ctx;
+	struct pending *p;
+	char *body;
+
+	(void)l;
+	a->waiting_timer = 0;
+	while (!a->stopping && !loop_stopped(a->loop) &&
+	    (p = next_waiting(a)) != NULL) {
+		body = p->body;
+		p->body = NULL;
+		call_start(a, p, body, p->body_len);
+		free(body);
+	}
+}
+
+/* A slot may have freed: the waiting requests are looked at from the
+ * loop, never inside a call's callback. */
+static void
+wake_waiting(struct agent *a)
+{
+	if (a->waiting != NULL && a->waiting_timer == 0 &&
+	    !loop_stopped(a->loop))
+		a->waiting_timer = loop_timer(a->loop, 0, on_waiting, a);
 }
 
 void
@@ -381,29 +554,40 @@ agent_request(void *ctx, struct cell *c, const struct msg_request *q)
 {
 	struct agent *a = ctx;
 	struct pending *p;
-	struct host_binding b;
-	json_t *body;
 
 	if ((p = pending_new(a, q)) == NULL)
 		return;
-	if (q->body.len > CALL_TREE_MAX) {
-		a_request_raw(a, c, q, p);
-		return;
+	p->cell = c->n;
+	if (a->waiting != NULL || in_flight(a, c->n) >=
+	    a->cfg.max_parallel_calls)
+		call_wait(a, p, q);
+	else
+		call_start(a, p, q->body.ptr, q->body.len);
+}
+
+long long
+agent_calls_estimate(const struct agent *a)
+{
+	const struct pending *p;
+	size_t bytes = 0;
+
+	for (p = a->calls; p != NULL; p = p->next)
+		bytes += p->sent + p->streamed;
+	if (a->recovering)
+		bytes += a->recovery_bytes + a->recovery_streamed;
+	return bytes == 0 ? 0 : (long long)(bytes + 3) / 4;
+}
+
+void
+agent_calls_clear(struct agent *a)
+{
+	struct pending *p;
+
+	if (a->waiting_timer != 0)	/* a->loop is NULL before the run */
+		loop_timer_cancel(a->loop, a->waiting_timer);
+	a->waiting_timer = 0;
+	while ((p = a->waiting) != NULL) {
+		a->waiting = p->next;
+		pending_free(p);
 	}
-	body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
-		reply_error(a, q->id, "TypeError", "call_me: the request body "
-		    "is not a JSON object");
-		json_decref(body);
-		free(p);
-		return;
-	}
-	agent_add_restart_note(a, json_object_get(body, "params"), "\n\n");
-	b = agent_binding(a, c->n);
-	call_begin(a, p, c->n);
-	agent_ev_request_start(&p->rq, c->n, "call_me",
-	    json_is_true(json_object_get(body, "stream")));
-	call_started(p, model_call(a->model, json_object_get(body, "params"),
-	    json_is_true(json_object_get(body, "stream")), &b, &call_ops, p));
-	json_decref(body);
 }

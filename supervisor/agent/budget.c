@@ -160,18 +160,78 @@ agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
 	return seen;
 }
 
-/* Says in why (left alone otherwise) that the cost budget is spent. */
-static void
-over_cost(const struct agent *a, char *why, size_t n)
+/*
+ * Says in why (left alone otherwise) that the token or cost budget is
+ * spent, with more tokens (estimates, which note names) counted, and by
+ * how much it is exceeded; 1 when one is.
+ */
+static int
+spent(const struct agent *a, long long more, const char *note, char *why,
+    size_t n)
 {
-	char spent[32], budget[32];
+	const char *est = more > 0 ? note : "";
+	long long t = agent_tokens(a) + more;
+	char cost[32], budget[32], over[32];
+	double usd;
 
-	if (a->cfg.max_cost <= 0 || agent_cost(a) < a->cfg.max_cost)
-		return;
+	if (a->cfg.max_tokens > 0 && t >= a->cfg.max_tokens) {
+		(void)snprintf(why, n, "stopping: %lld tokens used, the budget "
+		    "is %lld (--max-tokens): %lld over%s", t, a->cfg.max_tokens,
+		    t - a->cfg.max_tokens, est);
+		return 1;
+	}
+	if (a->cfg.max_cost <= 0 || !a->priced)
+		return 0;
+	/* the estimate priced all as output, as agent_count_call does */
+	usd = agent_cost(a) + price_cost(&a->price, 0, 0, more);
+	if (usd < a->cfg.max_cost)
+		return 0;
 	(void)snprintf(why, n, "stopping: the model calls cost %s, the cost "
-	    "budget (--max-cost) is %s", price_format(agent_cost(a), spent,
-	    sizeof spent), price_format(a->cfg.max_cost, budget,
-	    sizeof budget));
+	    "budget (--max-cost) is %s: %s over%s", price_format(usd, cost,
+	    sizeof cost), price_format(a->cfg.max_cost, budget,
+	    sizeof budget), price_format(usd - a->cfg.max_cost, over,
+	    sizeof over), est);
+	return 1;
+}
+
+/* Says in why that the run deadline has passed, and by how much. */
+static int
+past_deadline(const struct agent *a, char *why, size_t n)
+{
+	double ran = loop_wall() - a->run_started;
+
+	if (a->cfg.deadline <= 0 || ran < a->cfg.deadline)
+		return 0;
+	(void)snprintf(why, n, "stopping: the run deadline of %.0f s was "
+	    "reached (--deadline): %.1f s over", a->cfg.deadline,
+	    ran - a->cfg.deadline);
+	return 1;
+}
+
+int
+agent_budget_refuse(struct agent *a, long long more, char *why, size_t n)
+{
+	if (!spent(a, agent_calls_estimate(a) + more, " (counting the "
+	    "estimate of the calls in flight and of the request refused)",
+	    why, n) && !past_deadline(a, why, n))
+		return 0;
+	if (!a->stopping)	/* the first decided stop stands */
+		agent_stop(a, EXIT_BUDGET, why);
+	return 1;
+}
+
+int
+agent_budget_watch(struct agent *a)
+{
+	char why[512];
+
+	/* a stop decided (a signal's too) is not a budget's to take over */
+	if (a->stopping || loop_stopped(a->loop) ||
+	    !spent(a, agent_calls_estimate(a), " (calls in flight counted by "
+	    "their estimate)", why, sizeof why))
+		return 0;
+	agent_stop(a, EXIT_BUDGET, why);
+	return 1;
 }
 
 /* Stops the run (1) when a budget is spent after cell c. */
@@ -186,12 +246,8 @@ agent_over_budget(struct agent *a, const struct cell *c)
 	    a->cfg.max_cells)
 		(void)snprintf(why, sizeof why, "stopping: the budget of %u "
 		    "cells is spent", a->cfg.max_cells);
-	else if (a->cfg.max_tokens > 0 && agent_tokens(a) >=
-	    a->cfg.max_tokens)
-		(void)snprintf(why, sizeof why, "stopping: %lld tokens used, the "
-		    "budget is %lld", agent_tokens(a), a->cfg.max_tokens);
 	else
-		over_cost(a, why, sizeof why);
+		(void)spent(a, 0, "", why, sizeof why);
 	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
 	    (sig = agent_failure_signature(c)) != NULL) {
 		seen = agent_count_failure(a, c, sig);
@@ -210,12 +266,14 @@ static void
 on_run_deadline(struct loop *l, void *ctx)
 {
 	struct agent *a = ctx;
-	char why[96];
+	char why[512];
 
 	(void)l;
 	a->deadline_timer = 0;
-	(void)snprintf(why, sizeof why, "stopping: the run deadline of %.0f s "
-	    "was reached", a->cfg.deadline);
+	if (!past_deadline(a, why, sizeof why))	/* the timer's rounding */
+		(void)snprintf(why, sizeof why, "stopping: the run deadline of "
+		    "%.0f s was reached (--deadline): 0.0 s over",
+		    a->cfg.deadline);
 	agent_stop(a, EXIT_BUDGET, why);
 }
 

@@ -61,7 +61,10 @@ static const char instructions_fmt[] =
 "you can catch, or a kill reported as memory). A failed cell is followed "
 "by a repair cell you write from its record; three consecutive failures "
 "end the run. Effects outside the namespace (files, network, processes) "
-"are never rolled back.\n"
+"are never rolled back. At most %u call_me calls of a cell are in flight "
+"at once; more wait their turn, in order. The run's token, cost and time "
+"budgets are checked before and during every call: a call over one "
+"raises BudgetExceeded (a ModelError) and the run stops.\n"
 "\n"
 "Work directly: read and write files, use the network, run commands, "
 "install what you need, without waiting for approval. Never print, log or "
@@ -76,7 +79,8 @@ make_instructions(const struct config *c)
 	char *s;
 
 	if (asprintf(&s, instructions_fmt, c->model, c->cell_timeout, c->grace,
-	    (unsigned long long)(c->memory_limit >> 20)) < 0)
+	    (unsigned long long)(c->memory_limit >> 20),
+	    c->max_parallel_calls) < 0)
 		return NULL;
 	return s;
 }

@@ -6,10 +6,11 @@
  *
  * The options are parsed as the command line is; only the budgets are
  * taken (--max-cells, --deadline, --max-tokens, --max-cost,
- * --max-same-failure), each replaced, an absent one back to its default:
- * re-reading the file means what it says now. They are checked where they
- * always are (cells, tokens, cost and failures when a cell ends); the run
- * deadline's timer is re-armed at once.
+ * --max-same-failure, --max-parallel-calls), each replaced, an absent one
+ * back to its default: re-reading the file means what it says now. They
+ * are checked where they always are (cells and failures when a cell ends;
+ * tokens, cost and the deadline also before and during each model call);
+ * the run deadline's timer is re-armed at once.
  */
 #include "supervisor/agent/agent_int.h"
 
@@ -63,6 +64,7 @@ take(struct agent *a, const struct config *c)
 	a->cfg.max_tokens = c->max_tokens;
 	a->cfg.max_cost = c->max_cost;
 	a->cfg.max_same_failure = c->max_same_failure;
+	a->cfg.max_parallel_calls = c->max_parallel_calls;
 	agent_start_deadline(a);
 	return NULL;
 }

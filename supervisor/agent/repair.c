@@ -82,6 +82,7 @@ recovery_progress(void *ctx, size_t delta_bytes)
 	if (delta_bytes > a->recovery_streamed)
 		a->recovery_streamed = delta_bytes;
 	tui_set_streaming(delta_bytes);
+	(void)agent_budget_watch(a);	/* crossing a budget stops the run */
 }
 
 static void
@@ -101,10 +102,14 @@ agent_start_recovery(struct agent *a)
 {
 	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
 	struct host_binding b;
-	char *text, *clean;
+	char *text, *clean, why[512];
 	uint64_t req, call;
 	size_t n;
 
+	if (agent_budget_refuse(a, 0, why, sizeof why)) {	/* stopped */
+		json_decref(rec);
+		return;
+	}
 	(void)json_object_update_new(rec, cells_json(a->failed));
 	text = json_dumps(rec, JSON_COMPACT);
 	json_decref(rec);

@@ -26,7 +26,7 @@ enum {
 	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
 	OPT_MASK, OPT_NO_DEFAULT_MASKS, OPT_WRITABLE_GIT,
 	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS, OPT_MAX_COST, OPT_PRICE,
-	OPT_SNAPSHOT
+	OPT_SNAPSHOT, OPT_MAX_PARALLEL_CALLS
 };
 
 
@@ -60,6 +60,8 @@ static const struct option long_opts[] = {
 	{"max-cost", required_argument, NULL, OPT_MAX_COST},
 	{"price", required_argument, NULL, OPT_PRICE},
 	{"max-same-failure", required_argument, NULL, OPT_MAX_SAME_FAILURE},
+	{"max-parallel-calls", required_argument, NULL,
+	    OPT_MAX_PARALLEL_CALLS},
 	{"isolation", required_argument, NULL, OPT_ISOLATION},
 	{"workspace", required_argument, NULL, OPT_WORKSPACE},
 	{"tmp-size", required_argument, NULL, OPT_TMP_SIZE},
@@ -117,7 +119,10 @@ static const char agent_help[] =
     "                       of the run's model (overrides the built-in "
     "table)\n"
     "  --max-same-failure N stop when one failure repeats N times "
-    "(default 5)\n";
+    "(default 5)\n"
+    "  --max-parallel-calls N  model calls in flight per cell, 1 to "
+    "256 (default 8);\n"
+    "                       more wait their turn, in order\n";
 
 static const char exec_help[] =
     "usage: agentz exec [options] FILE...\n"
@@ -230,12 +235,16 @@ static int
 count(const char *cmd, const char *opt, const char *val, long min, long max,
     long *out)
 {
-	char *end;
+	char *end, range[96];
 
 	errno = 0;
 	*out = strtol(val, &end, 10);
-	if (errno != 0 || end == val || *end != '\0' || *out < min || *out > max)
-		return bad(cmd, opt, val, "out of range");
+	if (errno != 0 || end == val || *end != '\0' || *out < min ||
+	    *out > max) {
+		(void)snprintf(range, sizeof range, "out of range: expected a "
+		    "whole number from %ld to %ld", min, max);
+		return bad(cmd, opt, val, range);
+	}
 	return 0;
 }
 
@@ -277,6 +286,11 @@ budget(struct config *c, int ch, const char *val, const char *cmd)
 		if (count(cmd, "--max-tokens", val, 1, LONG_MAX, &n) < 0)
 			return -1;
 		c->max_tokens = n;
+	} else if (ch == OPT_MAX_PARALLEL_CALLS) {
+		if (count(cmd, "--max-parallel-calls", val, 1,
+		    MAX_PARALLEL_CALLS_MAX, &n) < 0)
+			return -1;
+		c->max_parallel_calls = (unsigned)n;
 	} else if (ch == OPT_MAX_CELLS) {
 		if (count(cmd, "--max-cells", val, 1, 1L << 30, &n) < 0)
 			return -1;
@@ -444,6 +458,7 @@ one_opt(struct config *c, int ch, const char *cmd)
 	case OPT_MAX_COST:
 	case OPT_PRICE:
 	case OPT_MAX_SAME_FAILURE:
+	case OPT_MAX_PARALLEL_CALLS:
 		return budget(c, ch, optarg, cmd);
 	case OPT_BASE_URL: c->base_url = optarg; return 0;
 	case OPT_SERVICE_TIER: c->service_tier = optarg; return 0;
@@ -493,6 +508,7 @@ defaults(struct config *c)
 	c->max_retries = 4;
 	c->outage_patience = 900;
 	c->max_same_failure = 5;
+	c->max_parallel_calls = MAX_PARALLEL_CALLS_DEFAULT;
 	c->max_restarts = 10;
 	c->journal = getenv("AGENTZ_JOURNAL") && *getenv("AGENTZ_JOURNAL") ?
 	    getenv("AGENTZ_JOURNAL") : NULL;

@@ -10,6 +10,10 @@
 
 #include "supervisor/model/price.h"
 
+/* --max-parallel-calls: the default and the most accepted */
+#define MAX_PARALLEL_CALLS_DEFAULT	8
+#define MAX_PARALLEL_CALLS_MAX		256
+
 #define EXIT_OK		0
 #define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
 #define EXIT_USAGE	2
@@ -63,6 +67,8 @@ struct config {
 	struct price price;		/* --price for the run's model */
 	int has_price;			/* --price was given */
 	unsigned max_same_failure;	/* identical failure signatures */
+	/* model calls in flight per cell; more wait in order (FIFO) */
+	unsigned max_parallel_calls;
 	const char *journal;		/* --journal, AGENTZ_JOURNAL */
 	int resume;			/* --resume: continue that journal */
 	unsigned max_restarts;		/* resumes of one run, 0 = unlimited */

@@ -188,6 +188,12 @@ loop_stop(struct loop *l, int rc)
 	l->rc = rc;
 }
 
+int
+loop_stopped(const struct loop *l)
+{
+	return l->stopped;
+}
+
 /* Milliseconds until the earliest timer, -1 when there is none. */
 static int
 next_timeout(const struct loop *l, uint64_t now)

@@ -46,6 +46,8 @@ void loop_timer_cancel(struct loop *l, uint64_t id);
 /* Runs until loop_stop(). Returns the value given to loop_stop. */
 int loop_run(struct loop *l);
 void loop_stop(struct loop *l, int rc);
+/* 1 once loop_stop() was called (until the next loop_run): teardown. */
+int loop_stopped(const struct loop *l);
 
 /* Monotonic clock in microseconds, and wall clock in seconds. */
 uint64_t loop_now_us(void);

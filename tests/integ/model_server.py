@@ -20,6 +20,7 @@ From Python (pytest)::
         srv.requests          # list of request records (see "Records" below)
         srv.bodies            # [record["body"] for each record]
         srv.responses         # {resp_id: final response object}
+        srv.max_active        # the most requests answered at once
         srv.wait_for_requests(3, timeout=5)
         srv.unused_turns()    # indices of turns not (fully) consumed
         srv.add_turns([...])  # append turns at run time
@@ -1313,6 +1314,13 @@ class Handler(BaseHTTPRequestHandler):
                "body": body}
         if body_err is not None:
             rec["body_text"] = body_err
+        owner.active_change(1)
+        try:
+            self._answer(owner, rec, raw, body_err)
+        finally:
+            owner.active_change(-1)
+
+    def _answer(self, owner, rec, raw, body_err):
         plan = owner.dispatch(rec, raw, body_err is not None)
         plan.index = rec.get("index")
         try:
@@ -1529,6 +1537,8 @@ class ModelServer:
         self._cond = threading.Condition(self._lock)
         self._released = set()
         self.disconnects = []
+        self.active = 0             # requests being answered right now
+        self.max_active = 0         # the most answered at once
         self._record_path = record
         self._record_file = None
         self._httpd = None
@@ -1642,6 +1652,14 @@ class ModelServer:
                                 self.stopping.is_set() or
                                 (gone is not None and gone.is_set()))
             return name in self._released and not self.stopping.is_set()
+
+    def active_change(self, d):
+        """A request is being answered (+1) or is over (-1): active, and
+        max_active, the most at once (the client's concurrency)."""
+        with self._cond:
+            self.active += d
+            self.max_active = max(self.max_active, self.active)
+            self._cond.notify_all()
 
     def disconnected(self, index, during):
         """Record that the client of request index went away."""

@@ -56,7 +56,10 @@ def test_max_cost_stops_the_run_with_a_recorded_stop(tmp_path):
     assert "cell 3:" not in p.stderr
     stop = records(journal)[-1]
     assert stop["type"] == "stop" and stop["exit"] == 4
-    assert "--max-cost" in stop["reason"] and "$1.20" in stop["reason"]
+    # stopped at the request that reached the budget (cell 2's first
+    # round), not at the end of the cell ($1.20)
+    assert "--max-cost" in stop["reason"] and "$1.00" in stop["reason"]
+    assert " over" in stop["reason"]
     assert "tokens so far, $0.4000)" in p.stderr
 
 

@@ -202,7 +202,8 @@ def test_deadline_stop_ends_open_requests(tmp_path):
         types
     assert "run deadline of 2 s" in events[-3]["reason"]
     end = events[-2]
-    assert end["cell"] == 1 and end["error"]["type"] == "ModelError", end
+    # the cell's call was cut by a budget stop: BudgetExceeded
+    assert end["cell"] == 1 and end["error"]["type"] == "BudgetExceeded", end
     assert end["tokens_total"] == 0 and end["latency_ms"] > 0
 
 

@@ -2,7 +2,9 @@
  * test_price.c - the cost budget's arithmetic: --price IN,CACHED,OUT and
  * --max-cost parsing (good and bad values, through config_parse too), the
  * built-in table's lookup (exact names and dated snapshots only, never a
- * longer name sharing a prefix), the cost of a usage and its formatting.
+ * longer name sharing a prefix), the cost of a usage and its formatting;
+ * --max-parallel-calls, the cap of a cell's model calls (its default and
+ * range).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -129,6 +131,27 @@ test_config(void **state)
 			fail_msg("--max-cost accepted '%s'", bad_cost[i]);
 }
 
+static void
+test_parallel_calls(void **state)
+{
+	static const char *bad[] = { "0", "-1", "257", "100000", "x", "8x",
+	    "" };
+	struct config c;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(parse(&c, "--max-cells", "3"), 0);
+	assert_int_equal(c.max_parallel_calls, MAX_PARALLEL_CALLS_DEFAULT);
+	assert_int_equal(MAX_PARALLEL_CALLS_DEFAULT, 8);
+	assert_int_equal(parse(&c, "--max-parallel-calls", "1"), 0);
+	assert_int_equal(c.max_parallel_calls, 1);
+	assert_int_equal(parse(&c, "--max-parallel-calls", "256"), 0);
+	assert_int_equal(c.max_parallel_calls, 256);
+	for (i = 0; i < NITEMS(bad); i++)
+		if (parse(&c, "--max-parallel-calls", bad[i]) != -1)
+			fail_msg("--max-parallel-calls accepted '%s'", bad[i]);
+}
+
 int
 main(void)
 {
@@ -138,6 +161,7 @@ main(void)
 		cmocka_unit_test(test_lookup),
 		cmocka_unit_test(test_cost),
 		cmocka_unit_test(test_config),
+		cmocka_unit_test(test_parallel_calls),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
