@@ -36,6 +36,7 @@ struct pending {
 	int gone;		/* the worker that asked died: no answer */
 	unsigned dropped;	/* stream events the worker had no room for */
 	struct agent_req rq;	/* for the events */
+	struct call_mark mark;	/* in the journal, while it runs */
 };
 
 static int
@@ -181,7 +182,8 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 
 	pending_unlink(p);
 	agent_ev_request_end(&p->rq, type, msg);
-	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed);
+	agent_count_call_id(a, type, p->tokens_at, p->sent + p->streamed,
+	    p->mark.id);
 	if (same_worker(p) && type != NULL) {
 		reply_error(a, p->req, type, msg);
 	} else if (same_worker(p) && p->dropped > 0) {
@@ -219,6 +221,7 @@ call_progress(void *ctx, size_t delta_bytes)
 
 	if (delta_bytes > p->streamed)
 		p->streamed = delta_bytes;
+	agent_call_grew(p->a, &p->mark, p->sent + p->streamed);
 	tui_set_streaming(delta_bytes);
 }
 
@@ -279,6 +282,7 @@ call_begin(struct agent *a, struct pending *p, uint32_t cell)
 {
 	p->cell = cell;
 	p->starting = 1;
+	agent_call_opened(a, &p->mark, p->sent);
 	p->next = a->calls;
 	a->calls = p;
 }

@@ -50,6 +50,8 @@ void journal_close(struct journal *j);
  * "type") is record_json.h's journal_append.
  */
 int journal_write(struct journal *j, const char *text, size_t n);
+/* The locked descriptor (journal_load reads the records through it). */
+int journal_fd(const struct journal *j);
 /* Where the last record appended starts, and its length (newline included). */
 void journal_last(const struct journal *j, uint64_t *off, size_t *len);
 /*
