@@ -520,7 +520,9 @@ check_consistent(struct consistency *c, const json_t *rec, char *buf,
 	}
 	if (strcmp(type, "output") != 0 && strcmp(type, "successor") != 0)
 		return NULL;
-	if (n >= c->next) {
+	/* a successor is keyed by the cell it follows (or, for a repair
+	 * with no failed cell, by the one it becomes: the next) */
+	if (n > c->next || (n == c->next && strcmp(type, "output") == 0)) {
 		(void)snprintf(buf, size, "a %s for cell %lld, which has no "
 		    "input", type, (long long)n);
 		return buf;

@@ -233,6 +233,29 @@ def test_a_deleted_journal_stops_the_run_and_resume_goes_on(tmp_path):
     assert "Submit the first Python cell" not in json.dumps(bodies)
 
 
+def test_a_renamed_journal_stops_the_run_and_is_written_back(tmp_path):
+    journal = beside(tmp_path)
+    moved = beside(tmp_path, "moved.jsonl")
+    with ModelServer([hold_cell(tmp_path), {"text": "ok"}]) as srv:
+        p = run_until_ready(tmp_path, srv, journal)
+        try:
+            os.rename(journal, moved)
+            (tmp_path / "go").touch()
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == 2, err
+    assert "was renamed or deleted" in err
+    assert "written back to" in err
+    # the renamed file got the stop, and a whole copy is back at the path
+    assert journal.read_text() == moved.read_text()
+    recs = records(journal)
+    assert recs[-1]["type"] == "stop" and recs[-1]["exit"] == 2
+    assert ("input", 1) in [(r["type"], r.get("cell")) for r in recs]
+
+
 def test_a_replaced_journal_stops_the_run_and_is_left_alone(tmp_path):
     journal = beside(tmp_path)
     moved = beside(tmp_path, "moved.jsonl")
