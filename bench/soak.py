@@ -135,9 +135,11 @@ def agent_soak(build, n, every, size=10_000):
     samples = []
     with tempfile.TemporaryDirectory(prefix="agentz-soak-") as d, \
             ModelServer(script) as srv:
+        ws = os.path.join(d, "ws")      # the journal beside it, never in it
+        os.mkdir(ws)
         p = subprocess.Popen([os.path.join(build, "agentz"), "--base-url",
                               srv.base_url, "--journal",
-                              os.path.join(d, "run.jsonl"), "soak"], cwd=d,
+                              os.path.join(d, "run.jsonl"), "soak"], cwd=ws,
                              env=env(d), stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)

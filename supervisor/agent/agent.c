@@ -62,12 +62,38 @@ agent_stop(struct agent *a, int rc, const char *why)
 	if (a->stop_reason == NULL && why != NULL)
 		a->stop_reason = strdup(why);
 	if (a->journal_broken)
-		rc = EXIT_JOURNAL;
+		rc = a->journal_broken;
 	if (!a->stopping)
 		agent_ev_stop(rc, why);
 	a->stopping = 1;
 	a->stop_rc = rc;
 	loop_stop(a->loop, rc);
+}
+
+/*
+ * A record could not be appended: the run stops. The journal deleted,
+ * renamed or replaced under the run (ESTALE, journal.c) ends it with exit
+ * 2, which the unit does not restart: a restart would resume from
+ * whatever the path holds now; any other failure with exit 5.
+ */
+static void
+agent_journal_failed(struct agent *a, const char *type)
+{
+	char why[768];
+
+	if (errno == ESTALE) {
+		(void)snprintf(why, sizeof why, "stopping: the journal %s was "
+		    "deleted, renamed or replaced under the run (see above): "
+		    "the %s step is not recorded, so it must not happen; the "
+		    "run ends (exit 2, not restarted)", a->cfg.journal, type);
+		a->journal_broken = EXIT_USAGE;
+	} else {
+		(void)snprintf(why, sizeof why, "stopping: cannot write the "
+		    "journal %s (%s): the %s step is not recorded, so it must "
+		    "not happen", a->cfg.journal, strerror(errno), type);
+		a->journal_broken = EXIT_JOURNAL;
+	}
+	agent_stop(a, a->journal_broken, why);
 }
 
 /*
@@ -77,17 +103,12 @@ agent_stop(struct agent *a, int rc, const char *why)
 int
 agent_record(struct agent *a, const char *type, json_t *rec)
 {
-	char why[512];
 	int rc = 0;
 
 	if (a->journal != NULL && rec != NULL && !a->journal_ended &&
 	    (rc = journal_append(a->journal, type, rec)) < 0 &&
 	    !a->journal_broken) {
-		(void)snprintf(why, sizeof why, "stopping: cannot write the "
-		    "journal %s (%s): the %s step is not recorded, so it must "
-		    "not happen", a->cfg.journal, strerror(errno), type);
-		a->journal_broken = 1;
-		agent_stop(a, EXIT_JOURNAL, why);
+		agent_journal_failed(a, type);
 	}
 	json_decref(rec);
 	return rc;
@@ -269,11 +290,11 @@ static int
 end_run(struct agent *a, int rc)
 {
 	if (a->journal_broken)
-		rc = EXIT_JOURNAL;
+		rc = a->journal_broken;
 	if (!a->journal_ended && a->journal != NULL &&
 	    agent_record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
 	    "reason", a->stop_reason, "at", loop_wall())) < 0)
-		rc = EXIT_JOURNAL;
+		rc = a->journal_broken ? a->journal_broken : EXIT_JOURNAL;
 	a->journal_ended = 1;
 	return rc;
 }
@@ -295,7 +316,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (a->cfg.json)		/* stdout is the event stream's */
 		events_start(a->red);
 	if (agent_open_journal(a) < 0)	/* said why */
-		return a->journal_broken ? EXIT_JOURNAL : EXIT_USAGE;
+		return a->journal_broken ? a->journal_broken : EXIT_USAGE;
 	if (a->stopping)	/* ended already, or a crash loop */
 		return end_run(a, a->stop_rc);
 	if (agent_setup_model(a) < 0)

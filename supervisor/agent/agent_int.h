@@ -29,6 +29,13 @@ struct ctl;
 struct journal;
 struct pending;
 
+/* A model call in the journal (calljournal.c): its id (-1: not
+ * journaled), the estimate last journaled. */
+struct call_mark {
+	long long id;
+	long long journaled;
+};
+
 /* A model request, for its events (agentev.c). */
 struct agent_req {
 	uint64_t n;		/* 1, 2, ... in the run */
@@ -67,7 +74,8 @@ struct agent {
 	char *stop_reason;
 	int stopping;			/* a stop was decided: stop_rc */
 	int stop_rc;
-	int journal_broken;		/* a write failed: EXIT_JOURNAL */
+	int journal_broken;		/* 0, or the exit code: EXIT_JOURNAL (a
+					   write failed), EXIT_USAGE (gone) */
 	int journal_ended;		/* the stop record is written */
 	json_t *signatures;		/* failure signature -> times seen */
 	unsigned worst_repeat;		/* most times one signature was seen */
@@ -88,6 +96,8 @@ struct agent {
 	long long recovery_tokens_at;	/* the repair request's count_call */
 	size_t recovery_bytes, recovery_streamed;
 	struct agent_req recovery_req;	/* the repair request's events */
+	struct call_mark recovery_mark;	/* the repair request's, journaled */
+	long long call_seq;		/* the next model call's journal id */
 	struct pending *calls;		/* the cells' model calls in flight */
 	/* call_me requests waiting for a free slot of their cell
 	 * (--max-parallel-calls), oldest first, and the timer that starts
@@ -134,6 +144,13 @@ double agent_cost(const struct agent *a);
 const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
 void agent_count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes);
+void agent_count_call_id(struct agent *a, const char *type,
+    long long tokens_at, size_t bytes, long long id);
+
+/* calljournal.c: model calls in flight, journaled (counted on resume) */
+void agent_call_opened(struct agent *a, struct call_mark *m, size_t sent);
+void agent_call_grew(struct agent *a, struct call_mark *m, size_t bytes);
+void agent_settle_cut_calls(struct agent *a);
 int agent_too_many_failures(struct agent *a, uint32_t last);
 char *agent_failure_signature(const struct cell *c);
 json_int_t agent_count_failure(struct agent *a, const struct cell *c,

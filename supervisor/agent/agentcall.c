@@ -48,6 +48,7 @@ struct pending {
 	struct agent_req rq;	/* for the events */
 	char *body;		/* waiting for a slot: the request's body */
 	size_t body_len;
+	struct call_mark mark;	/* in the journal, while it runs */
 };
 
 static int
@@ -234,7 +235,8 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		msg = a->stop_reason;
 	}
 	agent_ev_request_end(&p->rq, type, msg);
-	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed);
+	agent_count_call_id(a, type, p->tokens_at, p->sent + p->streamed,
+	    p->mark.id);
 	(void)agent_budget_watch(a);	/* its usage may cross a budget */
 	wake_waiting(a);
 	if (same_worker(p) && type != NULL) {
@@ -274,6 +276,7 @@ call_progress(void *ctx, size_t delta_bytes)
 
 	if (delta_bytes > p->streamed)
 		p->streamed = delta_bytes;
+	agent_call_grew(p->a, &p->mark, p->sent + p->streamed);
 	tui_set_streaming(delta_bytes);
 	/* crossing a budget stops the run; the loop ends the stream */
 	(void)agent_budget_watch(p->a);
@@ -336,6 +339,7 @@ call_begin(struct agent *a, struct pending *p, uint32_t cell)
 	p->cell = cell;
 	p->starting = 1;
 	p->tokens_at = model_total_tokens(a->model);
+	agent_call_opened(a, &p->mark, p->sent);
 	p->next = a->calls;
 	a->calls = p;
 }

@@ -62,14 +62,24 @@ agent_cost_note(const struct agent *a, char *buf, size_t n)
 	return buf;
 }
 
+void
+agent_count_call(struct agent *a, const char *type, long long tokens_at,
+    size_t bytes)
+{
+	agent_count_call_id(a, type, tokens_at, bytes, -1);
+}
+
 /*
  * A model call ended: count it, and journal the run's tokens and cost. A
  * call that failed or was cut reports no usage, yet was paid for: its
  * estimate (about 4 bytes a token, sent and streamed) counts instead.
+ * id: the call's journal id (calljournal.c), settled by this usage
+ * record, which is then written even when the total did not move; -1:
+ * none.
  */
 void
-agent_count_call(struct agent *a, const char *type, long long tokens_at,
-    size_t bytes)
+agent_count_call_id(struct agent *a, const char *type, long long tokens_at,
+    size_t bytes, long long id)
 {
 	long long total, est;
 	json_t *rec;
@@ -86,10 +96,13 @@ agent_count_call(struct agent *a, const char *type, long long tokens_at,
 	tui_set_total(total);
 	if (a->priced)
 		tui_set_cost(agent_cost(a));
-	if (total != a->tokens_journaled) {
+	if (total != a->tokens_journaled || id >= 0) {
 		a->tokens_journaled = total;
 		rec = json_pack("{s:I, s:I}", "tokens", (json_int_t)total,
 		    "estimated", (json_int_t)a->tokens_est);
+		if (rec != NULL && id >= 0)
+			(void)json_object_set_new(rec, "calls", json_pack("[I]",
+			    (json_int_t)id));
 		if (rec != NULL && a->priced)
 			(void)json_object_set_new(rec, "cost",
 			    json_real(agent_cost(a)));

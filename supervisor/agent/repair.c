@@ -58,8 +58,8 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 	(void)resp;
 	a->recovering = 0;
 	agent_ev_request_end(&a->recovery_req, type, msg);
-	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
-	    a->recovery_streamed);
+	agent_count_call_id(a, type, a->recovery_tokens_at, a->recovery_bytes +
+	    a->recovery_streamed, a->recovery_mark.id);
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
 	if (agent_over_budget(a, NULL))
@@ -81,6 +81,8 @@ recovery_progress(void *ctx, size_t delta_bytes)
 
 	if (delta_bytes > a->recovery_streamed)
 		a->recovery_streamed = delta_bytes;
+	agent_call_grew(a, &a->recovery_mark, a->recovery_bytes +
+	    a->recovery_streamed);
 	tui_set_streaming(delta_bytes);
 	(void)agent_budget_watch(a);	/* crossing a budget stops the run */
 }
@@ -135,6 +137,7 @@ agent_start_recovery(struct agent *a)
 	agent_ev_repair(a, a->failed);
 	agent_ev_request_start(&a->recovery_req, a->failed->n, "repair", 0);
 	req = a->recovery_req.n;
+	agent_call_opened(a, &a->recovery_mark, a->recovery_bytes);
 	call = model_call(a->model, params, 0, &b, &recovery_ops, a);
 	if (a->recovery_req.n == req)	/* not ended and asked again */
 		a->recovery_req.call = call;

@@ -6,6 +6,9 @@
  */
 #include "supervisor/agent/agent_int.h"
 
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "common/path.h"
 #include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/cells/journal.h"
@@ -155,7 +159,7 @@ load_journal(struct agent *a)
 	const char *task;
 	char *err = NULL;
 
-	a->records = journal_load(a->cfg.journal, &err);
+	a->records = journal_load(a->journal, a->cfg.journal, &err);
 	if (a->records == NULL) {
 		log_warnx("--resume: %s", err != NULL ? err : "out of memory");
 		free(err);
@@ -229,18 +233,87 @@ refuse_resume(struct agent *a)
 	return 0;
 }
 
+/*
+ * A journal the cells could write (inside the workspace, at any depth) is
+ * refused: a cell could rename it away and plant a link or another file
+ * where the next --resume looks. 1 when refused (said).
+ */
+static int
+journal_in_workspace(const struct agent *a)
+{
+	char *copy = strdup(a->cfg.journal), dir[PATH_MAX];
+	const char *ws = a->view.workspace;
+	int in;
+
+	if (copy == NULL || ws == NULL || realpath(dirname(copy), dir) == NULL) {
+		free(copy);
+		return 0;	/* journal_open says what is wrong */
+	}
+	free(copy);
+	in = path_under(dir, ws);
+	if (in)
+		log_warnx("refusing the journal %s: it is inside the workspace "
+		    "%s, which cells can write (a cell could replace it before "
+		    "the next --resume); keep it beside the workspace, or pass "
+		    "--workspace DIR", a->cfg.journal, ws);
+	return in;
+}
+
+/* The kinds of failure that are the journal's filesystem, not a usage
+ * error: exit 5, which the unit retries. */
+static int
+storage_errno(int e)
+{
+	return e == EROFS || e == ENOSPC || e == EDQUOT || e == EIO;
+}
+
+/* Opens (and locks) the journal; -1 when it cannot be used (said). */
+static int
+open_locked(struct agent *a)
+{
+	struct stat st;
+	char *err = NULL;
+
+	if (lstat(a->cfg.journal, &st) == 0 && S_ISDIR(st.st_mode)) {
+		log_warnx("the journal %s is a directory: --journal takes a "
+		    "file (e.g. %s/journal.jsonl)", a->cfg.journal,
+		    a->cfg.journal);
+		return -1;
+	}
+	if (!a->cfg.resume && lstat(a->cfg.journal, &st) == 0 &&
+	    S_ISREG(st.st_mode) && st.st_size > 0) {
+		log_warnx("the journal %s already holds a run: continue it with "
+		    "--resume, or give another --journal", a->cfg.journal);
+		return -1;
+	}
+	if (journal_in_workspace(a))
+		return -1;
+	/* locked (and its torn tail cut) before it is read */
+	a->journal = journal_open(a->cfg.journal, a->red, &err);
+	if (a->journal == NULL) {
+		if (storage_errno(errno))
+			a->journal_broken = EXIT_JOURNAL;
+		log_warnx("%s%s", err != NULL ? err : "out of memory",
+		    a->journal_broken ? " (exit 5: retried once the filesystem "
+		    "can be written)" : "");
+		free(err);
+		return -1;
+	}
+	return 0;
+}
+
 int
 agent_open_journal(struct agent *a)
 {
 	struct stat st;
-	char *err = NULL;
 	int rc = 0;
 
 	a->run_started = loop_wall();
 	if (a->cfg.journal == NULL)
 		return 0;
 	/* nothing to resume yet: a new run (how a unit starts the first time) */
-	if (a->cfg.resume && (stat(a->cfg.journal, &st) < 0 || st.st_size == 0)) {
+	if (a->cfg.resume && (lstat(a->cfg.journal, &st) < 0 ||
+	    (S_ISREG(st.st_mode) && st.st_size == 0))) {
 		if (a->task == NULL) {
 			log_warnx("--resume: %s holds no run, and no task was given",
 			    a->cfg.journal);
@@ -248,27 +321,21 @@ agent_open_journal(struct agent *a)
 		}
 		a->cfg.resume = 0;
 	}
-	if (!a->cfg.resume && stat(a->cfg.journal, &st) == 0 && st.st_size > 0) {
-		log_warnx("the journal %s already holds a run: continue it with "
-		    "--resume, or give another --journal", a->cfg.journal);
+	if (open_locked(a) < 0)
 		return -1;
-	}
-	/* locked (and its torn tail cut) before it is read */
-	a->journal = journal_open(a->cfg.journal, a->red, &err);
-	if (a->journal == NULL) {
-		log_warnx("%s", err != NULL ? err : "out of memory");
-		free(err);
-		return -1;
-	}
 	if (a->cfg.resume && (rc = load_journal(a)) < 0)
 		return -1;
 	if (rc > 0)
 		a->cfg.resume = 0;
 	if (a->cfg.resume && refuse_resume(a))
 		return 0;
-	return agent_record(a, a->cfg.resume ? "resume" : "run", json_pack(
+	if (agent_record(a, a->cfg.resume ? "resume" : "run", json_pack(
 	    "{s:s, s:s, s:f}", "task", a->task, "model", a->cfg.model, "at",
-	    loop_wall()));
+	    loop_wall())) < 0)
+		return -1;
+	if (a->cfg.resume)
+		agent_settle_cut_calls(a);
+	return 0;
 }
 
 /* The journal's records of one type by cell number, as an object. */

@@ -29,6 +29,8 @@
 struct journal {
 	int fd;
 	int broken;		/* a write failed: nothing more is appended */
+	int gone;		/* the path no longer names the file we hold */
+	char *path;		/* absolute, to compare with the open file */
 	off_t size;		/* where the last whole record ends */
 	off_t last_off;		/* the last record appended, and its length */
 	size_t last_len;
@@ -163,40 +165,217 @@ cut_torn_tail(struct journal *j, const char *path, char **err)
 	return 0;
 }
 
+/* path made absolute (the supervisor's working directory may change). */
+static char *
+absolute(const char *path)
+{
+	char cwd[4096], *abs;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (getcwd(cwd, sizeof cwd) == NULL ||
+	    asprintf(&abs, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return abs;
+}
+
+/*
+ * Opens the journal without following a link and without blocking on a
+ * FIFO; *created says whether this call made it. errno as open(2).
+ */
+static int
+open_file(const char *path, int *created)
+{
+	const int flags = O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+	    O_NONBLOCK;
+	int fd;
+
+	*created = 1;
+	fd = open(path, flags | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		*created = 0;
+		fd = open(path, flags);
+	}
+	return fd;
+}
+
+/* Why the open failed, in the operator's words. */
+static void
+open_err(char **err, const char *path, int e)
+{
+	if (e == ELOOP)
+		set_err(err, "refusing the journal", path, "it is a symbolic "
+		    "link (a journal is never followed through a link)");
+	else if (e == EISDIR)
+		set_err(err, "refusing the journal", path, "it is a directory "
+		    "(--journal takes a file, e.g. DIR/journal.jsonl)");
+	else
+		set_err(err, "cannot open the journal", path, strerror(e));
+	errno = e;
+}
+
+/*
+ * What we opened must be a regular file of ours with no other name,
+ * checked before anything is read, cut or written. 0, or -1 with *err.
+ */
+static int
+check_file(int fd, const char *path, char **err)
+{
+	struct stat st;
+	char why[160];
+
+	if (fstat(fd, &st) < 0) {
+		set_err(err, "cannot stat the journal", path, strerror(errno));
+		return -1;
+	}
+	if (S_ISDIR(st.st_mode))
+		(void)snprintf(why, sizeof why, "it is a directory (--journal "
+		    "takes a file, e.g. DIR/journal.jsonl)");
+	else if (!S_ISREG(st.st_mode))
+		(void)snprintf(why, sizeof why, "it is not a regular file "
+		    "(mode %06o)", (unsigned)st.st_mode);
+	else if (st.st_uid != geteuid())
+		(void)snprintf(why, sizeof why, "it belongs to uid %u, not to "
+		    "the user running agentz (uid %u)", (unsigned)st.st_uid,
+		    (unsigned)geteuid());
+	else if (st.st_nlink != 1)
+		(void)snprintf(why, sizeof why, "it has %lu names (hard links); "
+		    "a journal has one", (unsigned long)st.st_nlink);
+	else
+		return 0;
+	set_err(err, "refusing the journal", path, why);
+	errno = EINVAL;
+	return -1;
+}
+
 struct journal *
 journal_open(const char *path, const struct redact *red, char **err)
 {
 	struct journal *j = calloc(1, sizeof *j);
-	int created = 1;
+	int created, e;
 
 	*err = NULL;
-	if (j == NULL)
-		return NULL;
-	j->red = red;
-	j->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0600);
-	if (j->fd < 0 && errno == EEXIST) {
-		created = 0;
-		j->fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
-	}
-	if (j->fd < 0) {
-		set_err(err, "cannot open the journal", path,
-		    strerror(errno));
+	if (j == NULL || (j->path = absolute(path)) == NULL) {
 		free(j);
+		errno = ENOMEM;
 		return NULL;
+	}
+	j->red = red;
+	if ((j->fd = open_file(path, &created)) < 0) {
+		e = errno;
+		open_err(err, path, e);
+		free(j->path);
+		free(j);
+		errno = e;
+		return NULL;
+	}
+	if (check_file(j->fd, path, err) < 0 ||
+	    fcntl(j->fd, F_SETFL, O_APPEND) < 0) {
+		if (*err == NULL)
+			set_err(err, "cannot open the journal", path,
+			    strerror(errno));
+		goto fail;
 	}
 	if (created && sync_dir(path) < 0) {
 		set_err(err, "cannot sync the directory of", path,
 		    strerror(errno));
-		journal_close(j);
-		return NULL;
+		goto fail;
 	}
 	/* the lock before the tail: two supervisors must not both cut it */
-	if (take_lock(j->fd, path, err) < 0 || cut_torn_tail(j, path, err) < 0) {
-		journal_close(j);
-		return NULL;
-	}
+	if (take_lock(j->fd, path, err) < 0 || cut_torn_tail(j, path, err) < 0)
+		goto fail;
 	return j;
+fail:
+	e = errno;
+	journal_close(j);
+	errno = e;
+	return NULL;
+}
+
+/* Copies the journal we hold into fd; 0 or -1. */
+static int
+copy_out(const struct journal *j, int fd)
+{
+	char buf[65536];
+	off_t at = 0;
+	ssize_t n;
+
+	while ((n = pread(j->fd, buf, sizeof buf, at)) > 0) {
+		if (fd_write_all(fd, buf, (size_t)n) < 0)
+			return -1;
+		at += n;
+	}
+	return n < 0 || fsync(fd) < 0 ? -1 : 0;
+}
+
+/*
+ * A copy of the journal at target, made whole aside first: over what is
+ * there (replace: nothing, or an empty file), or only where nothing is.
+ */
+static int
+write_copy(const struct journal *j, const char *target, int replace)
+{
+	char *tmp;
+	int fd, rc = -1;
+
+	if (asprintf(&tmp, "%s.XXXXXX", target) < 0)
+		return -1;
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) >= 0) {
+		rc = copy_out(j, fd);
+		(void)close(fd);
+		if (rc == 0)
+			rc = replace ? rename(tmp, target) : link(tmp, target);
+		if (rc < 0 || !replace)
+			(void)unlink(tmp);
+		if (rc == 0)
+			(void)sync_dir(target);
+	}
+	free(tmp);
+	return rc;
+}
+
+/*
+ * The journal was deleted, renamed or replaced under the run: its
+ * records go back to the path when nothing is there (or an empty file),
+ * so the next --resume goes on from them instead of starting over at
+ * cell 0; else beside it, when they would be lost (deleted), else the
+ * log says where the file is now.
+ */
+static void
+rescue(const struct journal *j)
+{
+	struct stat mine, there;
+	char *target = NULL, self[64], now[4096];
+	int free_at = lstat(j->path, &there) < 0 ||
+	    (S_ISREG(there.st_mode) && there.st_size == 0);
+	ssize_t n;
+
+	if (fstat(j->fd, &mine) < 0)
+		return;
+	if (free_at) {
+		if (write_copy(j, j->path, 1) == 0)
+			log_warnx("the journal's records were written back to "
+			    "%s: --resume goes on from them", j->path);
+		else
+			log_warn("cannot write the journal back to %s", j->path);
+		return;
+	}
+	if (mine.st_nlink > 0) {
+		(void)snprintf(self, sizeof self, "/proc/self/fd/%d", j->fd);
+		n = readlink(self, now, sizeof now - 1);
+		now[n > 0 ? n : 0] = '\0';
+		log_warnx("%s is now another file, left as it is; the run's "
+		    "journal is %s", j->path, n > 0 ? now : "(unknown)");
+		return;
+	}
+	if (asprintf(&target, "%s.saved-%ld", j->path, (long)getpid()) < 0)
+		return;
+	if (write_copy(j, target, 0) == 0)
+		log_warnx("%s is now another file, left as it is; the run's "
+		    "journal was saved as %s", j->path, target);
+	else
+		log_warn("cannot save the deleted journal as %s", target);
+	free(target);
 }
 
 void
@@ -204,7 +383,10 @@ journal_close(struct journal *j)
 {
 	if (j == NULL)
 		return;
+	if (j->gone)
+		rescue(j);
 	(void)close(j->fd);
+	free(j->path);
 	free(j);
 }
 
@@ -229,6 +411,34 @@ append_line(struct journal *j, const char *line, size_t n)
 	return -1;
 }
 
+/*
+ * Whether the path still names the file we hold: the journal deleted,
+ * renamed or replaced under the run (0 when it does). Said once, in the
+ * log; the record then refused is the caller's stop.
+ */
+static int
+check_gone(struct journal *j)
+{
+	struct stat mine, there;
+	const char *what = NULL;
+
+	if (j->gone)
+		return 0;	/* said already: the run is stopping */
+	if (fstat(j->fd, &mine) < 0)
+		return 0;	/* the write says what is wrong */
+	if (mine.st_nlink == 0)
+		what = "was deleted";
+	else if (lstat(j->path, &there) < 0)
+		what = "was renamed or deleted";
+	else if (there.st_dev != mine.st_dev || there.st_ino != mine.st_ino)
+		what = "was replaced by another file";
+	if (what == NULL)
+		return 0;
+	log_warnx("the journal %s %s under the running agentz", j->path, what);
+	j->gone = 1;
+	return -1;
+}
+
 int
 journal_write(struct journal *j, const char *text, size_t n)
 {
@@ -237,6 +447,10 @@ journal_write(struct journal *j, const char *text, size_t n)
 
 	if (j->broken) {
 		errno = EIO;
+		return -1;
+	}
+	if (check_gone(j) < 0) {
+		errno = ESTALE;
 		return -1;
 	}
 	if (j->red != NULL && redact_count(j->red) > 0)
@@ -252,6 +466,12 @@ journal_write(struct journal *j, const char *text, size_t n)
 	rc = append_line(j, line, n + 1);
 	free(line);
 	return rc;
+}
+
+int
+journal_fd(const struct journal *j)
+{
+	return j->fd;
 }
 
 void

@@ -6,8 +6,9 @@
  *   {"v":1,"type":"isolation","isolation":..,"containment":..}
  *   {"v":1,"type":"input","cell":n, code, summary, generated_at, ...}
  *   {"v":1,"type":"successor","cell":n,"code":..,"summary":..,"repair":b}
- *   {"v":1,"type":"usage","tokens":n,"estimated":n}
+ *   {"v":1,"type":"usage","tokens":n,"estimated":n,"calls":[id..]}
  *   {"v":1,"type":"output","cell":n, status, kind, output, ...}
+ *   {"v":1,"type":"call","id":n,"estimated":t}  (a model call in flight)
  *   {"v":1,"type":"stop","exit":rc,"reason":..,"at":..}
  * Every line is redacted like everything else that is recorded. A
  * restarted supervisor reads it back (journal_load, record_json.h) to
@@ -32,11 +33,14 @@ struct journal;
 
 /*
  * Opens path for appending (created 0600; its directory is fsync'ed when
- * it is created) and takes its exclusive lock. Bytes after the last
- * newline (a torn last write, trailing NULs) are truncated, and said in
- * the log, before anything is appended. NULL with *err (malloc'ed, or
- * NULL when out of memory) saying why: another process holds the journal
- * (with its pid), or the system call that failed.
+ * it is created) without following a link or blocking on a FIFO, checks
+ * it is a regular file of the effective user with one name, and takes its
+ * exclusive lock. Bytes after the last newline (a torn last write,
+ * trailing NULs) are truncated, and said in the log, before anything is
+ * appended. NULL with *err (malloc'ed, or NULL when out of memory) saying
+ * why: a link, a directory, not a regular file of ours, another process
+ * holds the journal (with its pid), or the system call that failed; errno
+ * is kept (EROFS: a read-only filesystem).
  */
 struct journal *journal_open(const char *path, const struct redact *red,
     char **err);
@@ -44,12 +48,19 @@ void journal_close(struct journal *j);
 /*
  * Appends one record: text is its JSON (n bytes, no newline), redacted
  * here, then the newline, then fdatasync. 0, or -1 with errno (the
- * caller stops the run: an unrecorded step must not happen). A failed
+ * caller stops the run: an unrecorded step must not happen). ESTALE: the
+ * path no longer names the open file (deleted, renamed or replaced under
+ * the run, said in the log): the record is not written; later records
+ * go to the open file, and journal_close writes the records back to the
+ * path when nothing (or an empty file) is there, else saves a deleted
+ * journal beside it as PATH.saved-PID. A failed
  * write is cut off again (the journal ends at its last whole record) and
  * every later append fails with EIO. The record's JSON form (with "v" and
  * "type") is record_json.h's journal_append.
  */
 int journal_write(struct journal *j, const char *text, size_t n);
+/* The locked descriptor (journal_load reads the records through it). */
+int journal_fd(const struct journal *j);
 /* Where the last record appended starts, and its length (newline included). */
 void journal_last(const struct journal *j, uint64_t *off, size_t *len);
 /*

@@ -7,11 +7,13 @@
 #include "supervisor/cells/record_json.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "supervisor/cells/journal.h"
 #include "supervisor/text/utf8.h"
@@ -327,6 +329,7 @@ static const struct schema {
 	    { "kind", F_STR, 1 } } },
 	{ "stop", { { "exit", F_INT, 0 }, { "reason", F_STR, 1 },
 	    { "at", F_NUM, 1 } } },
+	{ "call", { { "id", F_CELL, 0 }, { "estimated", F_INT, 0 } } },
 };
 
 static int
@@ -426,10 +429,135 @@ journal_full(const struct journal *j, const json_t *rec)
 	return journal_read(j, off, len);
 }
 
-json_t *
-journal_load(const char *path, char **err)
+/*
+ * What a run's journal can hold in order, beyond each record's shape:
+ * cells numbered from 0 without a gap, one input and one output each,
+ * an output, a successor only for a cell that has its input, spending
+ * that is neither negative nor absurd.
+ */
+struct consistency {
+	json_int_t next;	/* the cell the next input must be */
+	unsigned char *out;	/* per cell: has its output */
+	size_t cap;
+};
+
+/* Tokens or USD no run spends: a record saying so is not to be trusted. */
+#define ABSURD_TOKENS	((json_int_t)1000000000000LL)	/* 10^12 */
+#define ABSURD_USD	1e9
+
+static const char *
+check_usage(const json_t *rec, char *buf, size_t size)
 {
-	FILE *f = fopen(path, "re");
+	json_int_t tok = json_integer_value(json_object_get(rec, "tokens"));
+	const json_t *est = json_object_get(rec, "estimated");
+	const json_t *cost = json_object_get(rec, "cost");
+	double usd = json_number_value(cost);
+
+	if (tok < 0 || tok > ABSURD_TOKENS)
+		(void)snprintf(buf, size, "a usage of %lld tokens",
+		    (long long)tok);
+	else if (json_is_integer(est) && (json_integer_value(est) < 0 ||
+	    json_integer_value(est) > tok))
+		(void)snprintf(buf, size, "%lld tokens estimated of %lld",
+		    (long long)json_integer_value(est), (long long)tok);
+	else if (json_is_number(cost) && !(usd >= 0 && usd <= ABSURD_USD))
+		(void)snprintf(buf, size, "a cost of %g USD", usd);
+	else
+		return NULL;
+	return buf;
+}
+
+/* Marks cell n as having its output; -1 when out of memory. */
+static int
+mark_output(struct consistency *c, json_int_t n)
+{
+	size_t want = (size_t)n + 1;
+	unsigned char *nv;
+
+	if (want > c->cap) {
+		want = want < 2 * c->cap ? 2 * c->cap : want + 64;
+		if ((nv = realloc(c->out, want)) == NULL)
+			return -1;
+		memset(nv + c->cap, 0, want - c->cap);
+		c->out = nv;
+		c->cap = want;
+	}
+	c->out[n] = 1;
+	return 0;
+}
+
+/* NULL when rec may follow the records before it, else what is wrong. */
+static const char *
+check_consistent(struct consistency *c, const json_t *rec, char *buf,
+    size_t size)
+{
+	const char *type = json_string_value(json_object_get(rec, "type"));
+	json_int_t n = json_integer_value(json_object_get(rec, "cell"));
+
+	if (strcmp(type, "usage") == 0)
+		return check_usage(rec, buf, size);
+	if (strcmp(type, "call") == 0) {
+		n = json_integer_value(json_object_get(rec, "estimated"));
+		if (n >= 0 && n <= ABSURD_TOKENS)
+			return NULL;
+		(void)snprintf(buf, size, "a model call estimated at %lld "
+		    "tokens", (long long)n);
+		return buf;
+	}
+	if (strcmp(type, "input") == 0) {
+		if (n == c->next) {
+			c->next++;
+			return NULL;
+		}
+		if (n < c->next)
+			(void)snprintf(buf, size, "a second input for cell %lld",
+			    (long long)n);
+		else
+			(void)snprintf(buf, size, "an input for cell %lld where "
+			    "cell %lld comes next", (long long)n,
+			    (long long)c->next);
+		return buf;
+	}
+	if (strcmp(type, "output") != 0 && strcmp(type, "successor") != 0)
+		return NULL;
+	/* a successor is keyed by the cell it follows (or, for a repair
+	 * with no failed cell, by the one it becomes: the next) */
+	if (n > c->next || (n == c->next && strcmp(type, "output") == 0)) {
+		(void)snprintf(buf, size, "a %s for cell %lld, which has no "
+		    "input", type, (long long)n);
+		return buf;
+	}
+	if (strcmp(type, "successor") == 0)
+		return NULL;
+	if ((size_t)n < c->cap && c->out[n]) {
+		(void)snprintf(buf, size, "a second output for cell %lld",
+		    (long long)n);
+		return buf;
+	}
+	return mark_output(c, n) < 0 ? "out of memory" : NULL;
+}
+
+/* A stream reading the journal from its start through the locked file. */
+static FILE *
+journal_stream(const struct journal *j)
+{
+	int fd = fcntl(journal_fd(j), F_DUPFD_CLOEXEC, 0);
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	if (lseek(fd, 0, SEEK_SET) < 0 || (f = fdopen(fd, "r")) == NULL) {
+		(void)close(fd);
+		return NULL;
+	}
+	return f;
+}
+
+json_t *
+journal_load(const struct journal *j, const char *path, char **err)
+{
+	FILE *f = journal_stream(j);
+	struct consistency cons = { 0, NULL, 0 };
 	json_t *all, *rec;
 	json_error_t je;
 	char *line = NULL, buf[160];
@@ -454,8 +582,8 @@ journal_load(const char *path, char **err)
 			bad = "a last line without its newline";
 		else if ((rec = json_loadb(line, (size_t)n, 0, &je)) == NULL)
 			bad = je.text;
-		else
-			bad = check_record(rec, buf, sizeof buf);
+		else if ((bad = check_record(rec, buf, sizeof buf)) == NULL)
+			bad = check_consistent(&cons, rec, buf, sizeof buf);
 		if (bad == NULL && kept_by_place(rec))
 			rec = place_of(rec, at, (size_t)n);
 		if (bad == NULL && rec == NULL)
@@ -476,6 +604,7 @@ journal_load(const char *path, char **err)
 		json_decref(all);
 		all = NULL;
 	}
+	free(cons.out);
 	free(line);
 	(void)fclose(f);
 	return all;

@@ -59,13 +59,18 @@ int journal_append(struct journal *j, const char *type, json_t *rec);
 json_t *journal_read(const struct journal *j, uint64_t off, size_t len);
 
 /*
- * Reads every record of path, in order, each checked against the schema
- * of its type (the fields it must have and their JSON types; a type this
- * version does not know is kept, with "v" and "type" checked). Every line
- * must end with a newline (journal_open has cut a torn tail). Returns a
- * new array, or NULL with *err (malloc'ed) naming the file and line.
+ * Reads every record of the open journal j (path: its name, for errors),
+ * in order, through the descriptor journal_open checked and locked, each
+ * checked against the schema of its type (the fields it must have and
+ * their JSON types; a type this version does not know is kept, with "v"
+ * and "type" checked) and against the records before it: cells numbered
+ * from 0 in order, one input and one output each, no output or successor
+ * for a cell without its input, no negative or absurd usage (more than
+ * 10^12 tokens or 10^9 USD). Every line must end with a newline
+ * (journal_open has cut a torn tail). Returns a new array, or NULL with
+ * *err (malloc'ed): "PATH:LINE: corrupt journal record (what is wrong)".
  */
-json_t *journal_load(const char *path, char **err);
+json_t *journal_load(const struct journal *j, const char *path, char **err);
 /*
  * The records of cells ("input", "output") can be megabytes each, so
  * journal_load keeps only their "v", "type", "cell" and where they are:

@@ -163,9 +163,10 @@ static const char worker_help[] =
 
 static const char agent_tail[] =
     "exit status: 0 after quit(), 1 three consecutive failures, 2 usage\n"
-    "  error, no API key or a journal that is corrupt or in use, 3 the worker\n"
-    "  cannot start, 4 a hard stop ended the run, 5 the journal cannot be\n"
-    "  written, 6 the operator stopped it (agentz ctl RUN stop), 130\n"
+    "  error, no API key or a journal that is corrupt, in use, refused or\n"
+    "  replaced under the run, 3 the worker cannot start, 4 a hard stop\n"
+    "  ended the run, 5 the journal cannot be written (also read-only at\n"
+    "  start), 6 the operator stopped it (agentz ctl RUN stop), 130\n"
     "  interrupted\n"
     "environment: OPENAI_API_KEY (also from ./.env or\n"
     "  $CREDENTIALS_DIRECTORY/openai_api_key; only api.openai.com needs it),\n"

@@ -20,6 +20,14 @@ WORKER = os.path.join(BUILD, "agentz-worker")
 SAN = os.environ.get("AGENTZ_SAN") == "1"
 
 
+def beside(tmp_path, name="run.jsonl"):
+    """A journal path beside tmp_path (a test's workspace), never in it:
+    agentz refuses a journal inside the workspace, which cells can write."""
+    d = tmp_path.parent / (tmp_path.name + "-journal")
+    d.mkdir(exist_ok=True)
+    return d / name
+
+
 # A cell asking the model once: RESULT <text>, or MODELERROR <why>; quit().
 PROBE = """
     try:

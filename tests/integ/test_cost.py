@@ -10,7 +10,7 @@ import pytest
 
 from model_server import ModelServer
 
-from agentz_util import AGENTZ, pty_run
+from agentz_util import AGENTZ, pty_run, beside
 from test_budgets import chain, run
 from test_durable import (HANG, OK, first, killed_mid_cell, records, repair,
                           resume, start)
@@ -47,7 +47,7 @@ def test_max_cost_stops_the_run_with_a_recorded_stop(tmp_path):
     turns = chain(10)
     for t in turns:
         t["usage"] = {"input_tokens": 100000, "output_tokens": 10000}
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     # each call_me costs 2 x (0.10 + 0.10) = $0.40 at --price 1,1,10
     p, _ = run(tmp_path, turns, "--journal", str(journal),
                "--price", "1,1,10", "--max-cost", "1")
@@ -64,7 +64,7 @@ def test_max_cost_stops_the_run_with_a_recorded_stop(tmp_path):
 
 
 def test_cost_is_journaled_and_shown_only_with_a_price(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     p, _ = run(tmp_path, priced_quit(), "--journal", str(journal),
                "--price", "1,0.1,10")
     assert p.returncode == 0, p.stderr
@@ -73,7 +73,7 @@ def test_cost_is_journaled_and_shown_only_with_a_price(tmp_path):
     assert last["cost"] == pytest.approx(1.64)
     assert "tokens so far, $1.64)" in p.stderr
     # the default model has no built-in price: tokens only, no money
-    unpriced = tmp_path / "unpriced.jsonl"
+    unpriced = beside(tmp_path, "unpriced.jsonl")
     p, _ = run(tmp_path, priced_quit(), "--journal", str(unpriced))
     assert p.returncode == 0, p.stderr
     assert "tokens so far)" in p.stderr and "$" not in p.stderr
@@ -82,7 +82,7 @@ def test_cost_is_journaled_and_shown_only_with_a_price(tmp_path):
 
 @pytest.mark.parametrize("model", ["gpt-4o", "gpt-4o-2024-08-06"])
 def test_the_built_in_price_applies(tmp_path, model):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     p, _ = run(tmp_path, priced_quit(), "--journal", str(journal),
                "--model", model, "--max-cost", "100")
     assert p.returncode == 0, p.stderr
@@ -115,7 +115,7 @@ def test_max_cost_without_a_price_is_refused_at_start(tmp_path):
 
 
 def test_cost_survives_a_restart_and_a_spent_budget_is_final(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [dict(first(HANG.format(marker="spent")), usage=BIG),
               dict(OK, usage=NONE)]
     killed_mid_cell(tmp_path, script, journal, "spent",
@@ -132,7 +132,7 @@ def test_cost_survives_a_restart_and_a_spent_budget_is_final(tmp_path):
 
 
 def test_cost_is_restored_and_added_to_on_resume(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [dict(first(HANG.format(marker="spent")), usage=BIG),
               dict(OK, usage=NONE)]
     killed_mid_cell(tmp_path, script, journal, "spent",
@@ -146,7 +146,7 @@ def test_cost_is_restored_and_added_to_on_resume(tmp_path):
 
 
 def test_a_cut_stream_is_priced_as_output(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     code = ("try:\n    call_me(input='big')\nexcept Exception as e:\n"
             "    print('cut:', type(e).__name__)\nquit()\n")
     script = [dict(first(code), usage=NONE), dict(OK, usage=NONE),
@@ -177,7 +177,7 @@ def test_the_status_bar_shows_the_money(tmp_path):
 
 
 def test_tokens_spent_before_a_price_was_known_count_as_output(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [dict(first(HANG.format(marker="spent")), usage=BIG),
               dict(OK, usage=NONE)]
     killed_mid_cell(tmp_path, script, journal, "spent")

@@ -829,8 +829,9 @@ def test_a_plain_users_worker_is_refused():
 
 
 def test_a_socket_next_to_a_journal_in_the_workspace_is_masked():
-    """A plain user without $XDG_RUNTIME_DIR: the socket goes next to the
-    journal, here inside the workspace; cells cannot reach it there."""
+    """A plain user's socket folder inside the workspace (its
+    $XDG_RUNTIME_DIR; a journal there is refused): cells cannot reach the
+    socket there."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv")
     base = tempfile.mkdtemp(prefix="agentz-ctl-ws-")
@@ -840,14 +841,19 @@ def test_a_socket_next_to_a_journal_in_the_workspace_is_masked():
         ws = os.path.join(base, "ws")
         os.mkdir(ws)
         os.chown(ws, 65534, 65534)
-        journal = os.path.join(ws, "inws.jsonl")
-        sock = os.path.join(ws, "inws.sock")
+        # the socket's folder inside the workspace (a journal there is
+        # refused, so through $XDG_RUNTIME_DIR)
+        jdir = os.path.join(base, "j")
+        os.mkdir(jdir)
+        os.chown(jdir, 65534, 65534)
+        journal = os.path.join(jdir, "inws.jsonl")
+        sock = os.path.join(ws, "agentz", "inws.sock")
         probe = code("""
             import os, socket
             print('C1', flush=True)
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                s.connect('inws.sock')
+                s.connect('agentz/inws.sock')
                 s.sendall(b'stop --now\\n')
                 print('GOT', s.recv(4096), flush=True)
             except OSError as e:
@@ -858,6 +864,7 @@ def test_a_socket_next_to_a_journal_in_the_workspace_is_masked():
                if k not in ("OPENAI_API_KEY", "XDG_RUNTIME_DIR",
                             "RUNTIME_DIRECTORY")}
         env["HOME"] = base
+        env["XDG_RUNTIME_DIR"] = ws
         with binaries_for_any_user() as agentz, \
                 ModelServer(first(probe)) as srv:
             p = subprocess.Popen([*nobody, agentz, "--base-url",

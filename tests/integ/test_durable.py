@@ -10,9 +10,11 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from model_server import ModelServer
 
-from agentz_util import AGENTZ
+from agentz_util import AGENTZ, beside
 
 HANG = "import time\nprint('{marker}', flush=True)\ntime.sleep(300)\n"
 
@@ -101,7 +103,7 @@ def three_failures(tmp_path, journal):
 # --- 2: stops that stop during resume ------------------------------------
 
 def test_resume_after_three_failures_exits_instead_of_hanging(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     three_failures(tmp_path, journal)
     # the supervisor died before it wrote its stop record
     lines = journal.read_text().splitlines(keepends=True)
@@ -117,7 +119,7 @@ def test_resume_after_three_failures_exits_instead_of_hanging(tmp_path):
 
 
 def test_an_ended_run_resumes_to_its_own_exit_code(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     three_failures(tmp_path, journal)
     n = len(records(journal))
     with ModelServer([]) as srv:
@@ -129,7 +131,7 @@ def test_an_ended_run_resumes_to_its_own_exit_code(tmp_path):
 
 
 def test_a_budget_stop_is_final_on_resume(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     step = {"match": "next", "next_cell": {
         "code": "r = call_me(input='next')\n", "summary": "step"}}
     script = [first("r = call_me(input='next')\n"), OK] + [step, OK] * 5
@@ -150,7 +152,7 @@ def test_a_budget_stop_is_final_on_resume(tmp_path):
 # --- 4: budgets across restarts ----------------------------------------------
 
 def test_cells_budget_survives_a_restart(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     # cell 0 asks, cell 1 hangs: 2 cells begun
     script = [first("r = call_me(input='two')\n"), OK,
               {"match": "two", "next_cell": {
@@ -167,7 +169,7 @@ def test_cells_budget_survives_a_restart(tmp_path):
 
 
 def test_tokens_budget_survives_a_restart(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [first(HANG.format(marker="spent")),
               {"text": "ok", "usage": {"input_tokens": 900,
                                         "output_tokens": 200}}]
@@ -182,7 +184,7 @@ def test_tokens_budget_survives_a_restart(tmp_path):
 
 
 def test_a_cut_stream_counts_its_estimate(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     code = ("try:\n    call_me(input='big')\nexcept Exception as e:\n"
             "    print('cut:', type(e).__name__)\nquit()\n")
     script = [first(code), OK,
@@ -198,7 +200,7 @@ def test_a_cut_stream_counts_its_estimate(tmp_path):
 
 
 def test_deadline_counts_from_the_first_start(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [first(HANG.format(marker="running")), OK]
     killed_mid_cell(tmp_path, script, journal, "running", "--deadline", "600")
     # the run began 700 s ago: move its first start back (no sleeping)
@@ -214,7 +216,7 @@ def test_deadline_counts_from_the_first_start(tmp_path):
 
 
 def test_repeated_failures_are_counted_across_a_restart(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     bad = "raise ValueError('the same thing')\n"
     script = [first(bad), OK, repair(HANG.format(marker="repairing")), OK]
     killed_mid_cell(tmp_path, script, journal, "repairing",
@@ -226,7 +228,7 @@ def test_repeated_failures_are_counted_across_a_restart(tmp_path):
 
 
 def test_an_interrupted_cell_is_not_a_model_failure(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [first("raise ValueError('a')\n"), OK,
               repair("raise ValueError('b')\n"), OK,
               repair(HANG.format(marker="third")), OK]
@@ -238,7 +240,7 @@ def test_an_interrupted_cell_is_not_a_model_failure(tmp_path):
 
 
 def test_max_restarts_ends_a_crash_loop_with_a_record(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     killed_mid_cell(tmp_path, [first(HANG.format(marker="loop-0")), OK],
                     journal, "loop-0")
     killed_mid_cell(tmp_path, [repair(HANG.format(marker="loop-1")), OK],
@@ -259,7 +261,7 @@ def test_max_restarts_ends_a_crash_loop_with_a_record(tmp_path):
 # --- 1: the journal as a log -------------------------------------------------
 
 def test_a_torn_tail_is_cut_before_anything_is_appended(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     killed_mid_cell(tmp_path, [first(HANG.format(marker="torn")), OK],
                     journal, "torn")
     with open(journal, "ab") as f:
@@ -273,7 +275,7 @@ def test_a_torn_tail_is_cut_before_anything_is_appended(tmp_path):
 
 
 def test_a_valid_json_record_of_the_wrong_shape_is_corruption(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     killed_mid_cell(tmp_path, [first(HANG.format(marker="shape")), OK],
                     journal, "shape")
     lines = journal.read_text().splitlines(keepends=True)
@@ -290,7 +292,7 @@ def test_a_valid_json_record_of_the_wrong_shape_is_corruption(tmp_path):
 
 def test_a_second_supervisor_is_refused_and_no_child_holds_the_journal(
         tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [first(HANG.format(marker="holding")), OK]
     with ModelServer(script) as srv:
         p = start(tmp_path, srv, journal)
@@ -328,7 +330,7 @@ def _small_files():
 
 
 def test_a_failed_journal_write_stops_the_run_with_its_own_code(tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     script = [first("print('y' * 8000)\nr = call_me(input='more')\n"), OK,
               {"match": "more", "next_cell": {"code": "quit()\n",
                                               "summary": "end"}}, OK]
@@ -349,7 +351,7 @@ def test_a_failed_journal_write_stops_the_run_with_its_own_code(tmp_path):
 
 def test_the_successor_runs_as_the_models_cell_and_the_model_is_told(
         tmp_path):
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     cell1 = ("r = call_me(input='register')\n" +
              HANG.format(marker="registered"))
     script = [first("r = call_me(input='go')\n"), OK,
@@ -369,3 +371,90 @@ def test_the_successor_runs_as_the_models_cell_and_the_model_is_told(
     assert inp["summary"] == "the successor" and inp["generated_by"] == 2
     text = json.dumps(body["input"])
     assert "restarted" in text and "cell 2" in text and "partial" in text
+
+
+# --- issue 18 §3: consistency, and calls cut by a SIGKILL ----------------
+
+@pytest.mark.parametrize("line,said", [
+    ('{"v":1,"type":"input","cell":0,"code":"again"}', "a second input for "
+     "cell 0"),
+    ('{"v":1,"type":"input","cell":5,"code":"x"}', "an input for cell 5 "
+     "where cell 2 comes next"),
+    ('{"v":1,"type":"output","cell":7,"status":"ok"}', "a output for cell 7, "
+     "which has no input"),
+    ('{"v":1,"type":"output","cell":0,"status":"ok"}', "a second output for "
+     "cell 0"),
+    ('{"v":1,"type":"usage","tokens":-5}', "a usage of -5 tokens"),
+    ('{"v":1,"type":"usage","tokens":99999999999999999}',
+     "a usage of 99999999999999999 tokens"),
+    ('{"v":1,"type":"usage","tokens":10,"estimated":-1}',
+     "-1 tokens estimated of 10"),
+    ('{"v":1,"type":"usage","tokens":10,"cost":-2.5}', "a cost of -2.5 USD"),
+    ('{"v":1,"type":"call","id":0,"estimated":-3}', "a model call estimated "
+     "at -3 tokens")])
+def test_an_inconsistent_journal_is_corruption(tmp_path, line, said):
+    journal = beside(tmp_path, "run.jsonl")
+    killed_mid_cell(tmp_path, [first(HANG.format(marker="incons")), OK],
+                    journal, "incons")
+    lines = journal.read_text().splitlines(keepends=True)
+    lines.append(line + "\n")
+    journal.write_text("".join(lines))
+    with ModelServer([repair("quit()\n"), OK]) as srv:
+        p = resume(tmp_path, srv, journal)
+        asked = len(srv.requests)
+    assert p.returncode == 2, p.stderr
+    assert f"{journal}:{len(lines)}: corrupt" in p.stderr, p.stderr
+    assert said in p.stderr, p.stderr
+    assert asked == 0
+    assert journal.read_text() == "".join(lines)   # left as it was
+
+
+def wait_record(journal, pred, p, timeout=60):
+    """Waits until the journal holds a record pred accepts (or p ended)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and p.poll() is None:
+        try:
+            for r in records(journal):
+                if pred(r):
+                    return r
+        except (ValueError, FileNotFoundError):
+            pass                    # not created yet, or a line being written
+        time.sleep(0.05)
+    return None
+
+
+def test_tokens_of_a_call_cut_by_a_sigkill_are_counted_on_resume(tmp_path):
+    """The supervisor is SIGKILLed while the server streams a long
+    answer (it stalls after 80 KB, never ending): the call's start and its
+    streamed estimate were journaled, and the resumed run counts them."""
+    journal = beside(tmp_path, "run.jsonl")
+    code = "r = call_me(input='long-answer')\nprint(r.output_text)\n"
+    script = [first(code), OK,
+              {"match": "long-answer", "kind": "drop", "text": "y" * 100000,
+               "delta_size": 1000, "after": 82, "stall": 120}]
+    with ModelServer(script) as srv:
+        p = start(tmp_path, srv, journal)
+        try:
+            big = wait_record(journal, lambda r: r["type"] == "call" and
+                              r["estimated"] >= 15000, p)
+            assert big is not None, p.stderr.read1().decode()
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    recs = records(journal)
+    usage = [r for r in recs if r["type"] == "usage"]
+    before = usage[-1]["tokens"] if usage else 0
+    cut = [r for r in recs if r["type"] == "call" and r["id"] == big["id"]]
+    est = cut[-1]["estimated"]
+    assert not [r for r in usage if big["id"] in r.get("calls", [])]
+    with ModelServer([repair("quit()\n"), OK]) as srv:
+        q = resume(tmp_path, srv, journal)
+    assert q.returncode == 0, q.stderr
+    assert "cut by the restart" in q.stderr
+    usage = [r for r in records(journal) if r["type"] == "usage"]
+    settled = [r for r in usage if big["id"] in r.get("calls", [])]
+    assert len(settled) == 1 and settled[0]["tokens"] == before + est
+    assert usage[-1]["tokens"] >= before + est

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from model_server import ModelServer
 
-from agentz_util import AGENTZ, SAN, status_kb, wait_file
+from agentz_util import AGENTZ, SAN, status_kb, wait_file, beside
 
 SLOW = 4 if SAN else 1
 MIB = 1 << 20
@@ -145,7 +145,7 @@ def test_agent_history_past_the_frame_limit_and_after_resume(tmp_path):
     """An agent run with a journal: 12 cells of 1 MiB; CELL_OUTPUTS[1] and
     get_history_cells serve old cells read back from the journal, and so
     does the run resumed after the supervisor was killed."""
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     n = 12
     script = []
     for i in range(1, n + 1):

@@ -711,8 +711,10 @@ report(files={{p: rd(p) for p in {sorted(files)!r}}},
 
 def test_journal_is_out_of_reach_of_cells(ctx):
     # The shipped unit used to keep journal.jsonl in the working directory,
-    # where a cell could rewrite what --resume runs.
-    journal = os.path.join(ctx.ws, "journal.jsonl")
+    # where a cell could rewrite what --resume runs; a journal inside the
+    # workspace is now refused (test_journal.py), one beside it is masked.
+    journal = os.path.join(ctx.visible_dir("agentz-iso-journal-"),
+                           "journal.jsonl")
     code = PRELUDE + f'''
 J = {journal!r}
 r = {{}}

@@ -23,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agentz_util import AGENTZ, PROBE, SAN  # noqa: E402
+from agentz_util import AGENTZ, PROBE, SAN, beside  # noqa: E402
 from model_server import ModelServer  # noqa: E402
 
 SLOW = 4 if SAN else 1
@@ -281,7 +281,7 @@ def notify_socket():
 
 def test_outage_is_journaled_and_notified(tmp_path):
     # needs prompt.c's outage observer (journal "outage", STATUS)
-    journal = tmp_path / "run.jsonl"
+    journal = beside(tmp_path, "run.jsonl")
     sock, path = notify_socket()
     msgs = []
     with ModelServer(submit(PROBE) + [

@@ -15,7 +15,7 @@ import pytest
 
 from model_server import ModelServer
 
-from agentz_util import AGENTZ
+from agentz_util import AGENTZ, beside
 
 CHROMIUM = shutil.which("chromium")
 HOSTILE_SCRIPT = "</script><script>alert(1)</script>"
@@ -85,7 +85,7 @@ def run(tmp_path_factory):
     --cell-timeout 5: the cells that ask the model have time to spare on
     a loaded machine."""
     tmp = tmp_path_factory.mktemp("report")
-    journal = tmp / "run.jsonl"
+    journal = beside(tmp)
     with ModelServer(SCRIPT) as srv:
         p = subprocess.run(
             [AGENTZ, "--base-url", srv.base_url, "--journal", str(journal),
@@ -295,7 +295,7 @@ def test_huge_output_is_capped(tmp_path):
     the page shows 4 KiB of it, head and tail, and says how much not."""
     script = turn("print('H' * 3_000_000 + 'TAIL')\nquit()\n", "big",
                   "Submit the first Python cell")
-    journal = tmp_path / "big.jsonl"
+    journal = beside(tmp_path, "big.jsonl")
     with ModelServer(script) as srv:
         p = subprocess.run([AGENTZ, "--base-url", srv.base_url, "--journal",
                             str(journal), "big"], cwd=tmp_path, env=env(),
