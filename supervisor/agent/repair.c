@@ -60,6 +60,8 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 	agent_ev_request_end(&a->recovery_req, type, msg);
 	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
 	    a->recovery_streamed);
+	if (a->stopping)
+		return;		/* nothing new starts */
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
 	if (agent_over_budget(a, NULL))
@@ -105,6 +107,10 @@ agent_start_recovery(struct agent *a)
 	uint64_t req, call;
 	size_t n;
 
+	if (a->stopping) {
+		json_decref(rec);
+		return;		/* nothing new starts */
+	}
 	(void)json_object_update_new(rec, cells_json(a->failed));
 	text = json_dumps(rec, JSON_COMPACT);
 	json_decref(rec);

@@ -191,19 +191,23 @@ def test_budget_stop(tmp_path):
 
 def test_deadline_stop_ends_open_requests(tmp_path):
     """--deadline while cell 1's model call waits for an answer that is
-    held back: budget_stop, then that request's end (cut off), run_end."""
+    held back: budget_stop, then that request's end (cut off), the cell's
+    end (cut by the stop: kind stopped), run_end."""
     script = first("r = call_me(input='PROBE-REQ')\n") + [
         {"match": "PROBE-REQ", "hold": "never", "text": "late"}]
     p, events = run_json(tmp_path, script, "--deadline", "2")
     assert p.returncode == 4, show(p)
     check_stream(events)
     types = [e["type"] for e in events]
-    assert types[-3:] == ["budget_stop", "model_request_end", "run_end"], \
-        types
-    assert "run deadline of 2 s" in events[-3]["reason"]
-    end = events[-2]
+    assert types[-4:] == ["budget_stop", "model_request_end", "cell_end",
+                          "run_end"], types
+    assert "run deadline of 2 s" in events[-4]["reason"]
+    end = events[-3]
     assert end["cell"] == 1 and end["error"]["type"] == "ModelError", end
     assert end["tokens_total"] == 0 and end["latency_ms"] > 0
+    cut = events[-2]
+    assert cut["cell"] == 1 and cut["kind"] == "stopped", cut
+    assert cut["record"]["model_calls_cancelled"] == 1, cut
 
 
 def test_failures_stop(tmp_path):
@@ -326,7 +330,8 @@ def started(cell):
 
 def test_signal_stop(tmp_path):
     """SIGTERM while a cell runs (sent once its cell_start arrived): a stop
-    of kind signal, then run_end, with the process's exit status."""
+    of kind signal, the cut cell's end, then run_end, with the process's
+    exit status."""
     with ModelServer(first("import time\ntime.sleep(60)\n")) as srv:
         p = subprocess.Popen(command(srv.base_url, []), cwd=tmp_path,
                              env=env(tmp_path), stdin=subprocess.DEVNULL,
@@ -344,8 +349,12 @@ def test_signal_stop(tmp_path):
     assert p.returncode == 128 + signal.SIGTERM
     events = parse(out.decode())
     check_stream(events)
-    assert events[-2]["type"] == "stop" and events[-2]["kind"] == "signal"
-    assert events[-2]["exit"] == events[-1]["exit"] == 143
+    assert events[-3]["type"] == "stop" and events[-3]["kind"] == "signal"
+    assert "SIGTERM" in events[-3]["reason"]
+    assert events[-3]["exit"] == events[-1]["exit"] == 143
+    # the cell the stop cut has its end
+    assert events[-2]["type"] == "cell_end" and events[-2]["cell"] == 1
+    assert events[-2]["kind"] == "stopped", events[-2]
 
 
 # --- the reader ------------------------------------------------------------------
