@@ -414,6 +414,53 @@ def test_stalled_reader_loses_only_whole_output_events(tmp_path):
                                                        "cell_output"))
 
 
+def test_a_reader_that_never_reads_still_gets_stop_and_run_end(tmp_path):
+    """stdout is a pipe nobody reads until agentz has exited (issue 18,
+    5b): what is in it then is whole events only (never a cut line),
+    ending with the stop and run_end; the events that could not be
+    written were dropped whole (gaps in seq)."""
+    with ModelServer(first(FLOOD) + REPAIR) as srv:
+        with open(tmp_path / "stderr", "wb") as err:
+            p = subprocess.Popen(
+                command(srv.base_url, ["--cell-timeout", "2", "--grace",
+                                       "1"]),
+                cwd=tmp_path, env=env(tmp_path), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err)
+            try:
+                rc = p.wait(timeout=60 * SLOW)
+                out = p.stdout.read()
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    stderr = (tmp_path / "stderr").read_text(errors="replace")
+    assert rc == 0, stderr[-3000:]
+    assert out.endswith(b"\n"), out[-300:]
+    events = [json.loads(line) for line in out.split(b"\n")[:-1]]
+    for ev in events:
+        validate(ev)
+    assert [e["type"] for e in events[-2:]] == ["stop", "run_end"], \
+        [e["type"] for e in events[-5:]]
+    assert events[-2]["kind"] == "quit" and events[-1]["exit"] == 0
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and seqs[0] == 0
+    assert events[-1]["seq"] + 1 > len(events)     # some were dropped
+
+
+def test_line_separators_are_escaped(tmp_path):
+    """U+2028 and U+2029 in a cell's output travel escaped: a reader
+    splitting with str.splitlines() finds one event a line."""
+    cell = "print('a\\u2028b\\u2029c')\nquit()\n"
+    p, _ = run_json(tmp_path, first(cell))
+    assert p.returncode == 0, show(p)
+    assert "\u2028" not in p.stdout and "\u2029" not in p.stdout
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    check_stream(events)
+    text = "".join(e["text"] for e in of(events, "cell_output")
+                   if e["cell"] == 1)
+    assert text == "a\u2028b\u2029c\n", repr(text)
+
+
 def test_no_status_bar_under_json(tmp_path):
     """On a terminal --json keeps the status bar (and its escapes) off."""
     with ModelServer(first("print('DONE')\nquit()\n")) as srv:
