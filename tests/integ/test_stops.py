@@ -310,3 +310,49 @@ def test_an_operator_stop_before_a_crash_holds_after_the_restart(tmp_path, rt):
     out1 = [r for r in recs if r["type"] == "output" and r["cell"] == 1]
     assert out1[0]["kind"] == "restart", out1
     assert max(r["cell"] for r in recs if r["type"] == "input") == 1
+
+
+# --- the worker starting -----------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["stop", "stop_now", "sigterm", "sigint",
+                                  "deadline"])
+def test_a_stop_while_the_worker_starts(tmp_path, rt, path):
+    """The first worker is held before it starts (a wrapper waits for a
+    gate file in the workspace, after saying it got there): cell 0 is
+    recorded and waits for it when the stop comes. A stop that lets the
+    cell finish (stop) or gives it the deadline ladder (stop --now) opens
+    the gate; the others cut cell 0, whose record says it never started."""
+    ws = tmp_path / "ws-ws"
+    wrapper = tmp_path / "agentz-worker-held"
+    wrapper.write_text("#!/bin/sh\ntouch %s/started\n"
+                       "while [ ! -e %s/go ]; do sleep 0.01; done\n"
+                       "exec %s \"$@\"\n" % (ws, ws, WORKER))
+    wrapper.chmod(0o755)
+    with ModelServer(first(CELL)) as srv:
+        run = Run(srv, tmp_path, "ws", rt, args=("--worker", str(wrapper)))
+        try:
+            end = time.monotonic() + 30 * SLOW
+            while not (ws / "started").exists():
+                assert time.monotonic() < end and run.p.poll() is None, \
+                    run.show()
+                time.sleep(0.005)
+            assert run.records("input")[-1]["cell"] == 0
+            stop(path, "worker", run, srv)
+            if path in ("stop", "stop_now"):
+                (ws / "go").write_text("")
+            assert run.wait() == EXIT[path], run.show()
+        finally:
+            (ws / "go").write_text("")
+            run.kill()
+    check_clean(run)
+    recs = check_journal(run, path)
+    out0 = [r for r in recs if r["type"] == "output" and r["cell"] == 0][0]
+    if path == "stop":      # cell 0 ran, then the run stopped: no cell 1
+        assert out0["status"] == "ok", out0
+        assert [r["cell"] for r in recs if r["type"] == "input"] == [0]
+    elif path == "stop_now":
+        assert out0["kind"] == "timeout", out0
+    else:
+        assert out0["kind"] == "stopped", out0
+        assert "before this cell started" in out0["detail"], out0
+        assert REASON[path] in out0["detail"], out0
