@@ -211,6 +211,14 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 	tui_set_cell(c->n, c->summary);
 }
 
+/* No worker took over after c's died: the fatal stop (a_fatal) follows
+ * at once, so nothing is started for c. */
+static int
+no_worker_after(const struct cell *c)
+{
+	return c->recovered_by != NULL && strcmp(c->recovered_by, "none") == 0;
+}
+
 /* The record of a cell that ended normally without a successor. */
 static void
 mark_no_successor(struct cell *c)
@@ -233,7 +241,7 @@ a_finished(void *ctx, struct cell *c)
 	(void)agent_record_cell(a, c, 1);
 	agent_ev_cell_end(c);
 	agent_show_result(a, c);
-	if (a->stopping) {
+	if (a->stopping || no_worker_after(c)) {
 		return;		/* the first decided stop holds */
 	} else if (c->status == CELL_EXITED) {
 		agent_stop(a, EXIT_OK, NULL);

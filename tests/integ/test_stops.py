@@ -210,45 +210,38 @@ def test_the_worker_cannot_be_started_while_cell_0_waits(tmp_path, rt):
     assert asked == 0
 
 
-def test_the_worker_cannot_be_started_while_a_repair_is_in_flight(tmp_path,
-                                                                   rt):
-    """Cell 1 failed, its repair request is held; then the worker dies and
-    cannot be started again (its starts fail once a flag file exists in
-    the workspace, which the worker's view shows): the run stops with
-    exit 3, and no second repair is asked for."""
+@pytest.mark.parametrize("state", ["cell", "call_me", "repair", "outage"])
+def test_the_worker_cannot_be_started_again(tmp_path, rt, state):
+    """In each state the worker is killed, and cannot be started again (its
+    starts fail once a flag file exists in the workspace, which the
+    worker's view shows; --snapshot never: no standby takes over): the run
+    stops with exit 3, its record complete, and no repair is asked for
+    after (the one in flight, if any, is cut)."""
     ws = tmp_path / "ws-wr"
     wrapper = tmp_path / "agentz-worker-wrapper"
     wrapper.write_text("#!/bin/sh\nif [ -e %s/fail-now ]; then exit 9; fi\n"
                        "exec %s \"$@\"\n" % (ws, WORKER))
     wrapper.chmod(0o755)
-    script, _ = STATES["repair"]
+    script, args = STATES[state]
     with ModelServer(script) as srv:
-        run = Run(srv, tmp_path, "wr", rt,
-                  args=("--worker", str(wrapper), "--snapshot", "never"))
+        run = Run(srv, tmp_path, "wr", rt, args=(
+            "--worker", str(wrapper), "--snapshot", "never", *args))
         try:
-            reach("repair", run, srv)
+            reach(state, run, srv)
             (ws / "fail-now").write_text("")
-            # the worker, and a standby taking its place, are killed
-            killed = set()
-            end = time.monotonic() + 60 * SLOW
-            while run.p.poll() is None:
-                assert time.monotonic() < end, run.show()
-                st = run.ctl("status")[1]
-                w = st.get("worker") if st else None
-                if w and w["pid"] not in killed:
-                    killed.add(w["pid"])
-                    try:
-                        os.kill(w["pid"], signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass        # it died already
-                time.sleep(0.01)
+            pid = run.ctl("status")[1]["worker"]["pid"]
+            os.kill(pid, signal.SIGKILL)
             assert run.wait() == EXIT["fatal"], run.show()
         finally:
             run.kill()
         repairs = seen(srv, REPAIR)
     check_clean(run)
-    check_journal(run, "fatal")
-    assert repairs == 1
+    recs = check_journal(run, "fatal")
+    assert repairs == (1 if state == "repair" else 0), run.show()
+    out1 = [r for r in recs if r["type"] == "output" and r["cell"] == 1][0]
+    if state != "repair":
+        assert out1["kind"] == "crashed" and \
+            out1["recovered_by"] == "none", out1
 
 
 # --- an operator's stop is final -------------------------------------------------
