@@ -143,13 +143,16 @@ def rt(tmp_path):
     return d
 
 
-@pytest.mark.parametrize("state", ["cell", "call_me", "repair", "outage"])
-@pytest.mark.parametrize("path", ["stop", "stop_now", "sigterm", "sigint",
-                                  "deadline"])
+# stop (after the cell) in an outage waits for the cell, which waits the
+# outage out: stop --now is the way out there, so that pair is not one
+PAIRS = [(p, s) for p in ("stop", "stop_now", "sigterm", "sigint",
+                          "deadline")
+         for s in ("cell", "call_me", "repair", "outage")
+         if (p, s) != ("stop", "outage")]
+
+
+@pytest.mark.parametrize("path,state", PAIRS)
 def test_a_stop_in_every_state(tmp_path, rt, path, state):
-    if path == "stop" and state == "outage":
-        pytest.skip("stop (after the cell) waits for the cell, which waits "
-                    "out the outage: stop --now is the way out there")
     script, args = STATES[state]
     with ModelServer(script) as srv:
         run = Run(srv, tmp_path, "s", rt, args=args)
