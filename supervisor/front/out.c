@@ -177,7 +177,7 @@ static size_t
 line_room(struct outq *q, const char *p, size_t n)
 {
 	int cap, used;
-	size_t room, k;
+	size_t room, k, keep;
 	const char *nl;
 
 	q->held = 0;
@@ -186,8 +186,11 @@ line_room(struct outq *q, const char *p, size_t n)
 	    ioctl(q->fd, FIONREAD, &used) < 0 || used < 0)
 		return n;
 	room = (size_t)cap > (size_t)used ? (size_t)cap - (size_t)used : 0;
+	/* a small pipe (one page) keeps a quarter */
+	keep = (size_t)cap / 4 < OUT_FINAL_RESERVE ? (size_t)cap / 4 :
+	    OUT_FINAL_RESERVE;
 	if (!q->final_room)
-		room = room > OUT_FINAL_RESERVE ? room - OUT_FINAL_RESERVE : 0;
+		room = room > keep ? room - keep : 0;
 	if (!q->fd_bol) {
 		nl = memchr(p, '\n', n);
 		k = nl != NULL ? (size_t)(nl - p) + 1 : n;

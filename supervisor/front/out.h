@@ -62,7 +62,7 @@ void out_record(int stream, const char *p, size_t n);
  * then go into that reserve: a reader that stalled completely still finds
  * them at the end of what it reads.
  */
-#define OUT_FINAL_RESERVE	(16u * 1024u)
+#define OUT_FINAL_RESERVE	(16u * 1024u)	/* at most a quarter of it */
 void out_lines(int stream);
 /* A final line (out_lines; at most 4, together within the reserve): as
  * out_record, and kept at exit when the lines before it are dropped. */
