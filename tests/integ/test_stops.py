@@ -352,3 +352,44 @@ def test_a_stop_while_the_worker_starts(tmp_path, rt, path):
         assert out0["kind"] == "stopped", out0
         assert "before this cell started" in out0["detail"], out0
         assert REASON[path] in out0["detail"], out0
+
+
+# --- a cut cell on --resume ------------------------------------------------------------
+
+def test_a_cell_cut_by_sigterm_is_not_a_failure_on_resume(tmp_path, rt):
+    """Cell 1 registers its successor, then waits; SIGTERM cuts it (kind
+    stopped). --resume (what Restart= does after a SIGTERM from outside
+    the unit) runs the successor as the model's cell, as after a crash:
+    no repair, the cut cell is no failure of the model's code."""
+    cell1 = code("""
+        r = call_me(input='REGISTER-' + 'NEXT')
+        print('C1', flush=True)
+        import time
+        time.sleep(600)
+        """)
+    script = first(cell1) + [
+        {"match": "REGISTER-NEXT", "next_cell": {
+            "code": "print('C2', flush=True)\nquit()\n",
+            "summary": "The successor."}},
+        {"text": "ok"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "cut", rt)
+        try:
+            run.wait_out("C1")
+            run.p.send_signal(signal.SIGTERM)
+            assert run.wait() == EXIT["sigterm"], run.show()
+        finally:
+            run.kill()
+        p = resume(run, srv, rt)
+        repairs = seen(srv, REPAIR)
+    assert p.returncode == 0, p.stderr
+    assert "C2" in p.stdout, p.stdout
+    assert "AddressSanitizer" not in p.stderr, p.stderr
+    check_clean(run)
+    recs = run.records()
+    out1 = [r for r in recs if r["type"] == "output" and r["cell"] == 1]
+    assert len(out1) == 1 and out1[0]["kind"] == "stopped", out1
+    in2 = [r for r in recs if r["type"] == "input" and r["cell"] == 2]
+    assert len(in2) == 1 and in2[0]["summary"] == "The successor.", in2
+    assert repairs == 0
+    assert recs[-1]["type"] == "stop" and recs[-1]["exit"] == 0
