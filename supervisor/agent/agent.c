@@ -51,23 +51,37 @@ extern char **environ;
 
 /*
  * Every stop goes through here, also those decided before the loop runs
- * (while resuming): agent_run then does not enter the loop. A broken
- * journal wins over any later decision.
+ * (while resuming): agent_run then does not enter the loop. The first
+ * decided stop holds (its code and reason are the ones journaled); from
+ * then on nothing new starts (agent_stopping). A broken journal wins over
+ * any decision: its code is the one the process ends with.
  */
 void
 agent_stop(struct agent *a, int rc, const char *why)
 {
 	if (why != NULL)
 		log_warnx("%s", why);
-	if (a->stop_reason == NULL && why != NULL)
+	if (a->stopping) {
+		if (a->journal_broken && a->stop_rc != a->journal_broken) {
+			a->stop_rc = a->journal_broken;
+			loop_stop(a->loop, a->journal_broken);
+		}
+		return;
+	}
+	if (why != NULL)
 		a->stop_reason = strdup(why);
 	if (a->journal_broken)
 		rc = a->journal_broken;
-	if (!a->stopping)
-		agent_ev_stop(rc, why);
+	agent_ev_stop(rc, why);
 	a->stopping = 1;
 	a->stop_rc = rc;
 	loop_stop(a->loop, rc);
+}
+
+int
+agent_stopping(const struct agent *a)
+{
+	return a->stopping;
 }
 
 /*
@@ -198,6 +212,8 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 {
 	struct cell *c;
 
+	if (a->stopping)
+		return;		/* nothing new starts */
 	if (agent_op_hold(a, code, len, summary, generated_by))
 		return;		/* paused (held) or stopped by the operator */
 	/* code may be the successor itself: record the cell (a copy) first */
@@ -214,6 +230,14 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 	notify_status("cell %u: %s", c->n,
 	    c->summary != NULL ? c->summary : "");
 	tui_set_cell(c->n, c->summary);
+}
+
+/* No worker took over after c's died: the fatal stop (a_fatal) follows
+ * at once, so nothing is started for c. */
+static int
+no_worker_after(const struct cell *c)
+{
+	return c->recovered_by != NULL && strcmp(c->recovered_by, "none") == 0;
 }
 
 /* The record of a cell that ended normally without a successor. */
@@ -238,7 +262,9 @@ a_finished(void *ctx, struct cell *c)
 	(void)agent_record_cell(a, c, 1);
 	agent_ev_cell_end(c);
 	agent_show_result(a, c);
-	if (c->status == CELL_EXITED) {
+	if (a->stopping || no_worker_after(c)) {
+		return;		/* the first decided stop holds */
+	} else if (c->status == CELL_EXITED) {
 		agent_stop(a, EXIT_OK, NULL);
 	} else if (c->status == CELL_INTERRUPTED) {
 		agent_stop(a, EXIT_SIGINT, "the cell raised KeyboardInterrupt "
@@ -265,6 +291,13 @@ a_fatal(void *ctx, const char *why)
 	agent_stop(a, EXIT_WORKER, runstop_fatal_why(buf, sizeof buf, why));
 }
 
+/* A signal asks the run to stop (runstop.h). */
+static void
+a_signal_stop(void *ctx, int rc, const char *why)
+{
+	agent_stop(ctx, rc, why);
+}
+
 static const struct runner_ops agent_runner_ops = {
 	agent_output, a_finished, agent_request, a_fatal, agent_ev_kill
 };
@@ -283,6 +316,52 @@ a_alive(void *ctx)
 	const struct agent *a = ctx;
 
 	return runner_busy(a->runner) || model_busy(a->model) || a->paused;
+}
+
+/* The reason of the stop, without its "stopping: " (for a record). */
+static const char *
+stop_said(const struct agent *a, char *buf, size_t n)
+{
+	const char *r = a->stop_reason;
+
+	if (r == NULL) {
+		(void)snprintf(buf, n, "exit %d", a->stop_rc);
+		return buf;
+	}
+	return strncmp(r, "stopping: ", 10) == 0 ? r + 10 : r;
+}
+
+/*
+ * The loop has ended: every cell with an input record but no output gets
+ * its record (cut by the stop, or dead before it), its model calls ended
+ * first; then the model calls still open end (a repair request, cells'
+ * calls of a dead worker). Their callbacks see a stopping run: nothing
+ * new starts. The model is gone after this.
+ */
+static void
+teardown(struct agent *a, int rc)
+{
+	struct cell *c;
+	char buf[32];
+	const char *why;
+
+	if (!a->stopping)	/* every stop goes through agent_stop */
+		agent_stop(a, rc, NULL);
+	why = stop_said(a, buf, sizeof buf);
+	while ((c = runner_cut(a->runner, why)) != NULL) {
+		agent_calls_cut(a, c, why);
+		(void)agent_record_cell(a, c, 1);
+		agent_ev_cell_end(c);
+		agent_show_result(a, c);
+	}
+	/* calls still open are cut now: their estimate is journaled (the
+	 * cut calls report no usage: the totals are the same after) */
+	if (a->model != NULL) {
+		a->tokens_final = model_total_tokens(a->model);
+		model_usage(a->model, &a->usage_final);
+	}
+	model_free(a->model);
+	a->model = NULL;
 }
 
 /* Writes the stop record (once); the exit status. */
@@ -308,6 +387,8 @@ agent_run(struct agent *a, const char *wpath)
 
 	a->loop = loop_new();
 	a->red = redact_new_from_environ(environ);
+	a->stops.stop = a_signal_stop;
+	a->stops.ctx = a;
 	if (a->loop == NULL || a->red == NULL ||
 	    runstop_setup(&a->stops, a->loop) < 0)
 		fatal("agent: set-up");
@@ -371,12 +452,8 @@ agent_run(struct agent *a, const char *wpath)
 	} else {
 		rc = a->stop_rc;
 	}
-	/* calls still open are cut now: their estimate is journaled */
-	a->tokens_final = model_total_tokens(a->model);
-	model_usage(a->model, &a->usage_final);
-	model_free(a->model);
-	a->model = NULL;
-	rc = end_run(a, rc);
+	teardown(a, rc);
+	rc = end_run(a, a->stop_rc);
 	agent_ctl_close(a);
 	tui_end();
 	notify_stopping();

@@ -119,8 +119,14 @@ struct agent {
 	char outage[160];
 };
 
-/* agent.c: stopping, journal records, the successor, the run loop */
+/*
+ * agent.c: stopping, journal records, the successor, the run loop.
+ * agent_stop decides a stop (rc, why: one line, or NULL for quit()); the
+ * first decided one holds. agent_stopping: 1 once a stop is decided;
+ * from then on nothing starts a model call, a repair or a cell.
+ */
 void agent_stop(struct agent *a, int rc, const char *why);
+int agent_stopping(const struct agent *a);
 int agent_record(struct agent *a, const char *type, json_t *rec);
 int agent_record_cell(struct agent *a, const struct cell *c, int outputs);
 void agent_clear_successor(struct agent *a);
@@ -182,6 +188,7 @@ int agent_resume(struct agent *a);
 /* agentcall.c: call_me requests in flight */
 void agent_worker_death(void *ctx, struct cell *c);
 void agent_calls_cell_over(struct agent *a, struct cell *c);
+void agent_calls_cut(struct agent *a, struct cell *c, const char *why);
 void agent_request(void *ctx, struct cell *c, const struct msg_request *q);
 /* Tokens of the calls in flight (a repair's included) that no usage has
  * counted yet: about 4 bytes a token, sent and streamed. */

@@ -208,6 +208,19 @@ agent_calls_cell_over(struct agent *a, struct cell *c)
 			(void)model_seal(a->model, p->call);
 }
 
+/* The run stopped while cell c ran (why): its calls end unanswered (its
+ * worker is about to go), its record says so. */
+void
+agent_calls_cut(struct agent *a, struct cell *c, const char *why)
+{
+	char buf[256];
+
+	hosttools_cell_over(a->host, c->n);
+	(void)snprintf(buf, sizeof buf, "the run stopped (%s): the model call "
+	    "was cancelled", why);
+	note_cancelled(c, end_calls(a, 0, c->n, 1, buf));
+}
+
 static void
 call_event(void *ctx, const char *json, size_t len)
 {
@@ -559,6 +572,11 @@ agent_request(void *ctx, struct cell *c, const struct msg_request *q)
 	struct agent *a = ctx;
 	struct pending *p;
 
+	if (a->stopping) {	/* nothing new starts */
+		reply_error(a, q->id, "ModelError", "the run is stopping: no "
+		    "new model call starts");
+		return;
+	}
 	if ((p = pending_new(a, q)) == NULL)
 		return;
 	p->cell = c->n;

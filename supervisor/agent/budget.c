@@ -164,7 +164,8 @@ agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
 {
 	json_int_t seen;
 
-	if (c->status != CELL_ERROR || c->kind == KIND_RESTART)
+	if (c->status != CELL_ERROR || c->kind == KIND_RESTART ||
+	    c->kind == KIND_STOPPED)
 		return 0;
 	seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
 	(void)json_object_set_new(a->signatures, sig, json_integer(seen));

@@ -60,6 +60,8 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 	agent_ev_request_end(&a->recovery_req, type, msg);
 	agent_count_call_id(a, type, a->recovery_tokens_at, a->recovery_bytes +
 	    a->recovery_streamed, a->recovery_mark.id);
+	if (a->stopping)
+		return;		/* nothing new starts */
 	if (type != NULL)
 		log_warnx("repair request failed: %s: %s", type, msg);
 	if (agent_over_budget(a, NULL))
@@ -108,6 +110,10 @@ agent_start_recovery(struct agent *a)
 	uint64_t req, call;
 	size_t n;
 
+	if (a->stopping) {
+		json_decref(rec);
+		return;		/* nothing new starts */
+	}
 	if (agent_budget_refuse(a, 0, why, sizeof why)) {	/* stopped */
 		json_decref(rec);
 		return;

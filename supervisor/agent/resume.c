@@ -193,7 +193,8 @@ load_journal(struct agent *a)
 static int
 finished_code(json_int_t rc)
 {
-	return rc == EXIT_OK || rc == EXIT_FAILED || rc == EXIT_BUDGET;
+	return rc == EXIT_OK || rc == EXIT_FAILED || rc == EXIT_BUDGET ||
+	    rc == EXIT_OPERATOR;
 }
 
 /*
@@ -406,7 +407,7 @@ restore_cells(struct agent *a)
 		if ((c = restore_cell(a, json_object_get(in, key),
 		    json_object_get(out, key))) == NULL)
 			break;
-		if (c->kind == KIND_RESTART)
+		if (c->kind == KIND_RESTART || c->kind == KIND_STOPPED)
 			continue;	/* not the code's doing: counts neither way */
 		a->failures = c->status == CELL_ERROR ? a->failures + 1 : 0;
 		a->failed_cells = a->failures;
@@ -425,12 +426,14 @@ set_restart_note(struct agent *a, const struct cell *last)
 {
 	int rc;
 
-	if (last->kind == KIND_RESTART)
+	if (last->kind == KIND_RESTART || last->kind == KIND_STOPPED)
 		rc = asprintf(&a->restart_note, "[agentz] The supervisor was "
-		    "restarted while cell %u (%s) was running. That cell did not "
+		    "%s while cell %u (%s) was running. That cell did not "
 		    "finish: its worker and Python namespace are gone, and its "
 		    "side effects may be partial (files half-written, commands "
-		    "half-done). Check them before relying on them.", last->n,
+		    "half-done). Check them before relying on them.",
+		    last->kind == KIND_STOPPED ? "stopped, then resumed," :
+		    "restarted", last->n,
 		    last->summary != NULL ? last->summary : "no summary");
 	else
 		rc = asprintf(&a->restart_note, "[agentz] The supervisor was "
@@ -451,7 +454,8 @@ continue_from(struct agent *a, struct cell *last, const json_t *s)
 {
 	const json_t *code = json_object_get(s, "code");
 	const json_t *repair = json_object_get(s, "repair");
-	int code_failed = last->status != CELL_OK && last->kind != KIND_RESTART;
+	int code_failed = last->status != CELL_OK &&
+	    last->kind != KIND_RESTART && last->kind != KIND_STOPPED;
 
 	if (s != NULL && !code_failed && !json_is_true(repair)) {
 		agent_run_cell(a, json_string_value(code),
@@ -469,6 +473,34 @@ continue_from(struct agent *a, struct cell *last, const json_t *s)
 	}
 }
 
+/*
+ * An operator's stop is final: one journaled before the supervisor went
+ * down (its stop record never written) ends the run now (1).
+ */
+static int
+operator_stopped(struct agent *a)
+{
+	const json_t *r;
+	const char *cmd;
+	char why[160];
+	size_t i;
+
+	json_array_foreach(a->records, i, r) {
+		const char *t = json_string_value(json_object_get(r, "type"));
+
+		cmd = json_string_value(json_object_get(r, "command"));
+		if (t == NULL || strcmp(t, "operator") != 0 || cmd == NULL ||
+		    strncmp(cmd, "stop", 4) != 0)
+			continue;
+		(void)snprintf(why, sizeof why, "stopping: the operator stopped "
+		    "the run (agentz ctl %s) before the supervisor restarted",
+		    cmd);
+		agent_stop(a, EXIT_OPERATOR, why);
+		return 1;
+	}
+	return 0;
+}
+
 /* Continues a journaled run. -1 when no cell ran yet: start with cell 0. */
 int
 agent_resume(struct agent *a)
@@ -483,7 +515,8 @@ agent_resume(struct agent *a)
 	if (last != NULL && last->status == CELL_EXITED) {
 		log_info("the run had already ended with quit()");
 		agent_stop(a, EXIT_OK, NULL);
-	} else if (!agent_resume_over_budget(a) && last != NULL) {
+	} else if (!operator_stopped(a) && !agent_resume_over_budget(a) &&
+	    last != NULL) {
 		(void)snprintf(key, sizeof key, "%u", last->n);
 		set_restart_note(a, last);
 		agent_op_renote(a);

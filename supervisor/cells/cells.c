@@ -281,7 +281,7 @@ cells_kind_name(enum cell_kind k)
 		[KIND_NO_SUCCESSOR] = "no_successor",
 		[KIND_TIMEOUT] = "timeout", [KIND_MEMORY] = "memory",
 		[KIND_CRASHED] = "crashed", [KIND_PROTOCOL] = "protocol",
-		[KIND_RESTART] = "restart",
+		[KIND_RESTART] = "restart", [KIND_STOPPED] = "stopped",
 	};
 
 	return names[k];

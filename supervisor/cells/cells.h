@@ -32,7 +32,9 @@ enum cell_kind {
 	KIND_MEMORY,
 	KIND_CRASHED,
 	KIND_PROTOCOL,
-	KIND_RESTART		/* the supervisor restarted while it ran */
+	KIND_RESTART,		/* the supervisor restarted while it ran */
+	KIND_STOPPED		/* the run stopped (a signal, a budget, the
+				 * operator) while it ran or waited */
 };
 
 struct cell {

@@ -53,7 +53,7 @@ restore_output(struct cell *c, const json_t *out)
 	for (i = CELL_OK; i <= CELL_EXITED; i++)
 		if (st != NULL && strcmp(st, cells_status_name(i)) == 0)
 			c->status = (enum cell_status)i;
-	for (i = KIND_EXCEPTION; i <= KIND_RESTART; i++)
+	for (i = KIND_EXCEPTION; i <= KIND_STOPPED; i++)
 		if (kind != NULL && strcmp(kind, cells_kind_name(i)) == 0)
 			c->kind = (enum cell_kind)i;
 	if (c->status == CELL_RUNNING)	/* unknown name: say so */

@@ -37,6 +37,7 @@ events_start(const struct redact *red)
 {
 	ev.on = 1;
 	ev.red = red;
+	out_lines(1);
 }
 
 int
@@ -147,6 +148,44 @@ redact_tree(json_t *j)
 
 /* --- one event -------------------------------------------------------------- */
 
+char *
+events_line(const char *json, size_t n, size_t *len)
+{
+	size_t i, k = 0, seps = 0;
+	char *line;
+
+	for (i = 0; i + 2 < n; i++)
+		seps += (unsigned char)json[i] == 0xe2 &&
+		    (unsigned char)json[i + 1] == 0x80 &&
+		    ((unsigned char)json[i + 2] & 0xfe) == 0xa8;
+	if ((line = malloc(n + seps * 3 + 2)) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		if (i + 2 < n && (unsigned char)json[i] == 0xe2 &&
+		    (unsigned char)json[i + 1] == 0x80 &&
+		    ((unsigned char)json[i + 2] & 0xfe) == 0xa8) {
+			memcpy(line + k, (unsigned char)json[i + 2] == 0xa8 ?
+			    "\\u2028" : "\\u2029", 6);
+			k += 6;
+			i += 2;
+		} else {
+			line[k++] = json[i];
+		}
+	}
+	line[k++] = '\n';
+	line[k] = '\0';
+	*len = k;
+	return line;
+}
+
+/* The events a reader must see last, even one that stalled. */
+static int
+final_type(const char *type)
+{
+	return strcmp(type, "stop") == 0 || strcmp(type, "budget_stop") == 0 ||
+	    strcmp(type, "run_end") == 0;
+}
+
 /* Writes type with fields (consumed) as one line; -1 when a droppable
  * event was dropped (the reader is slow) or could not be built. */
 static int
@@ -165,20 +204,16 @@ emit(const char *type, json_t *fields, int droppable)
 	redact_tree(o);
 	s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	if (s == NULL)
+	line = s != NULL ? events_line(s, strlen(s), &len) : NULL;
+	free(s);
+	if (line == NULL)
 		return -1;
-	len = strlen(s);
-	line = realloc(s, len + 2);
-	if (line == NULL) {
-		free(s);
-		return -1;
-	}
-	line[len] = '\n';
-	line[len + 1] = '\0';
 	if (droppable)
-		rc = out_line(1, line, len + 1);
+		rc = out_line(1, line, len);
+	else if (final_type(type))
+		out_final(1, line, len);
 	else
-		out_record(1, line, len + 1);
+		out_record(1, line, len);
 	free(line);
 	return rc;
 }

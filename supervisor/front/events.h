@@ -3,14 +3,18 @@
  * stdout, one JSON object a line (README.md, "The event stream", is the
  * schema). Every event has "v" (EVENTS_VERSION), "type", "seq" (0, 1, 2,
  * ... over the run's events: a gap means events were dropped) and "time"
- * (wall clock, seconds since the epoch), then its own fields.
+ * (wall clock, seconds since the epoch), then its own fields. U+2028 and
+ * U+2029 are escaped, so a line splitter finds one event a line.
  *
  * Every string of an event passes the run's redactor (the secrets of
  * out_set_redact's set become [REDACTED]) and is valid UTF-8. Events go
  * through out.h's non-blocking stdout queue: a stalled reader cannot stall
  * the run. Only cell_output events may be lost to a reader that stalls
  * (dropped whole, their bytes counted in the cell's cell_end); the others
- * wait in the queue as records do.
+ * wait in the queue as records do, and are never cut (out_lines). At exit,
+ * a reader that took nothing for a while gets the stop (or budget_stop)
+ * and run_end events whole; those between that could not be written are
+ * dropped whole (a gap in seq says so).
  *
  * Nothing here does anything until events_start(): the rest of the run
  * calls these unconditionally.
@@ -38,6 +42,14 @@ int events_enabled(void);
  * fields object that could not be built gives the event without them).
  */
 void events_emit(const char *type, json_t *fields);
+
+/*
+ * The line of an event: its JSON text json[0..n) with U+2028 and U+2029
+ * (which JSON allows raw in strings, but line splitters such as Python's
+ * str.splitlines() take for line ends) written as \u2028 and \u2029, and
+ * a '\n'. Malloc'ed, NUL-terminated, its length in *len; NULL on ENOMEM.
+ */
+char *events_line(const char *json, size_t n, size_t *len);
 
 /* A JSON string of p[0..n) whatever the bytes (invalid UTF-8 becomes
  * U+FFFD); JSON null for a NULL p (events_str: NUL-terminated s). Never

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,11 @@
  * status bar control sequence, the rest of a frame begun. */
 #define OUT_SLACK	8192
 #define OUT_CAP		(OUT_QUEUE_MAX + OUT_SLACK)
+/* The pipe size asked for the event stream, and how often a line that
+ * does not fit yet is tried again. */
+#define OUT_PIPE_SIZE	(1 << 20)
+#define OUT_RETRY_MS	20
+#define OUT_FINAL_MAX	4
 
 enum out_mode {
 	M_DIRECT,	/* a regular file: plain (blocking) writes */
@@ -39,6 +45,20 @@ struct outq {
 	int tail_nl;		/* nothing queued yet, or it ended a line */
 	uint64_t dropped;	/* since the last notice */
 	uint64_t dropped_total;
+	/* whole lines (out_lines): on a pipe (fifo) a line goes out only
+	 * when it fits, OUT_FINAL_RESERVE kept for the final lines */
+	int lines, fifo;
+	int fd_bol;		/* what was written ends a line */
+	int held;		/* the last write was held back by that rule */
+	int final_room;		/* the reserve may be used now */
+	uint64_t retry;		/* the timer trying a held line again */
+	uint64_t written;	/* bytes written to fd, ever */
+	struct {		/* out_final's lines: where, and a copy */
+		uint64_t off;
+		char *p;
+		size_t n;
+	} fin[OUT_FINAL_MAX];
+	size_t nfin;
 };
 
 static struct {
@@ -63,11 +83,13 @@ q_open(struct outq *q, int fd)
 	q->fd = fd;
 	q->tail_nl = 1;
 	q->in_bol = 1;
+	q->fd_bol = 1;
 	if (fstat(fd, &st) < 0) {
 		q->mode = M_BROKEN;
 		return;
 	}
 	q->tty = isatty(fd);
+	q->fifo = S_ISFIFO(st.st_mode);
 	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
 		q->mode = M_DIRECT;
 		return;
@@ -144,18 +166,62 @@ raw(struct outq *q, const char *p, size_t n)
 	}
 }
 
+/*
+ * How much of p[0..n) may go to a pipe of whole lines now (q->held says
+ * when it is less than n): the whole lines that fit in its free room, less
+ * the reserve for the final lines unless they are being written; a line
+ * begun goes on to its end; a line longer than the empty pipe can take
+ * goes in pieces (the one case a stalled reader can see a cut line).
+ */
+static size_t
+line_room(struct outq *q, const char *p, size_t n)
+{
+	int cap, used;
+	size_t room, k, keep;
+	const char *nl;
+
+	q->held = 0;
+	if (!q->lines || !q->fifo || n == 0 ||
+	    (cap = fcntl(q->fd, F_GETPIPE_SZ)) <= 0 ||
+	    ioctl(q->fd, FIONREAD, &used) < 0 || used < 0)
+		return n;
+	room = (size_t)cap > (size_t)used ? (size_t)cap - (size_t)used : 0;
+	/* a small pipe (one page) keeps a quarter */
+	keep = (size_t)cap / 4 < OUT_FINAL_RESERVE ? (size_t)cap / 4 :
+	    OUT_FINAL_RESERVE;
+	if (!q->final_room)
+		room = room > keep ? room - keep : 0;
+	if (!q->fd_bol) {
+		nl = memchr(p, '\n', n);
+		k = nl != NULL ? (size_t)(nl - p) + 1 : n;
+		if (k > room)
+			k = room;
+	} else if (n <= room) {
+		k = n;
+	} else {
+		for (k = room; k > 0 && p[k - 1] != '\n'; k--)
+			;
+		if (k == 0 && used == 0)
+			k = room;
+	}
+	q->held = k < n;
+	return k;
+}
+
 /* Writes p[0..n) now as far as the fd takes it; returns the bytes taken.
  * A failure other than "full" breaks the queue (output is dropped). */
 static size_t
 try_write(struct outq *q, const char *p, size_t n)
 {
-	size_t done = 0;
+	size_t done = 0, lim = line_room(q, p, n);
 	ssize_t r;
 
-	while (done < n && q->mode != M_BROKEN) {
-		r = raw(q, p + done, n - done);
+	while (done < lim && q->mode != M_BROKEN) {
+		r = raw(q, p + done, lim - done);
 		if (r > 0) {
 			done += (size_t)r;
+			q->written += (uint64_t)r;
+			q->fd_bol = p[done - 1] == '\n';
 		} else if (r < 0 && errno == EINTR) {
 			continue;
 		} else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -244,6 +310,16 @@ on_writable(struct loop *l, int fd, short revents, void *ctx)
 	pump(ctx);
 }
 
+static void
+on_retry(struct loop *l, void *ctx)
+{
+	struct outq *q = ctx;
+
+	(void)l;
+	q->retry = 0;
+	pump(q);
+}
+
 /* Writes what is queued; watches the fd while something waits. */
 static void
 pump(struct outq *q)
@@ -274,6 +350,14 @@ pump(struct outq *q)
 	}
 	want = q->len > 0 && q->mode != M_BROKEN && q->mode != M_DIRECT &&
 	    out.loop != NULL;
+	/* a pipe with room, but not for the next whole line: it says it is
+	 * writable all the time, so it is tried again later instead */
+	if (want && q->held) {
+		want = 0;
+		if (q->retry == 0)
+			q->retry = loop_timer(out.loop, OUT_RETRY_MS, on_retry,
+			    q);
+	}
 	if (want && !q->watched) {
 		if (loop_watch(out.loop, q->fd, POLLOUT, on_writable, q) == 0)
 			q->watched = 1;
@@ -379,11 +463,15 @@ out_attach(struct loop *l)
 	int i;
 
 	setup();
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
 		if (out.q[i].watched && out.loop != NULL) {
 			loop_unwatch(out.loop, out.q[i].fd);
 			out.q[i].watched = 0;
 		}
+		if (out.q[i].retry != 0 && out.loop != NULL)
+			loop_timer_cancel(out.loop, out.q[i].retry);
+		out.q[i].retry = 0;
+	}
 	out.loop = l;
 	if (l != NULL) {
 		log_set_sink(out_log_sink);
@@ -437,6 +525,33 @@ out_record(int stream, const char *p, size_t n)
 		return;
 	}
 	put_whole(q, p, n);
+}
+
+void
+out_lines(int stream)
+{
+	struct outq *q = queue(stream);
+
+	q->lines = 1;
+	if (q->fifo)	/* more room for a slow reader; refused: as it is */
+		(void)fcntl(q->fd, F_SETPIPE_SZ, OUT_PIPE_SIZE);
+}
+
+void
+out_final(int stream, const char *p, size_t n)
+{
+	struct outq *q = queue(stream);
+	char *copy;
+
+	if (q->lines && q->nfin < OUT_FINAL_MAX && n > 0 &&
+	    (copy = malloc(n)) != NULL) {
+		memcpy(copy, p, n);
+		q->fin[q->nfin].off = q->written + q->len;
+		q->fin[q->nfin].p = copy;
+		q->fin[q->nfin].n = n;
+		q->nfin++;
+	}
+	out_record(stream, p, n);
 }
 
 int
@@ -533,7 +648,7 @@ out_flush(int ms)
 	struct pollfd pfd[2];
 	size_t before;
 	uint64_t now;
-	int i, n;
+	int i, n, held, wait;
 
 	if (!out.ready)
 		return;
@@ -543,31 +658,72 @@ out_flush(int ms)
 			resume(&out.q[i]);
 		}
 	for (;;) {
-		n = 0;
+		n = held = 0;
 		for (i = 0; i < 2; i++) {
 			before = out.q[i].len;
 			pump(&out.q[i]);
 			if (out.q[i].len < before)	/* the reader reads */
 				end = loop_now_us() + (uint64_t)ms * 1000u;
-			if (out.q[i].len > 0 && out.q[i].mode != M_BROKEN) {
+			if (out.q[i].len > 0 && out.q[i].mode != M_BROKEN &&
+			    out.q[i].held) {
+				held++;
+			} else if (out.q[i].len > 0 &&
+			    out.q[i].mode != M_BROKEN) {
 				pfd[n].fd = out.q[i].fd;
 				pfd[n].events = POLLOUT;
 				n++;
 			}
 		}
 		now = loop_now_us();
-		if (n == 0 || now >= end)
+		if ((n == 0 && held == 0) || now >= end)
 			return;
-		(void)poll(pfd, (nfds_t)n, (int)((end - now + 999) / 1000));
+		wait = (int)((end - now + 999) / 1000);
+		if (held > 0 && wait > OUT_RETRY_MS)
+			wait = OUT_RETRY_MS;
+		(void)poll(pfd, (nfds_t)n, wait);
 	}
+}
+
+/*
+ * The reader of a stream of lines took nothing for the last wait: what
+ * still waits is dropped, whole lines, but for the final ones (out_final)
+ * not written yet, which may now use the room kept for them. Nothing when
+ * a line is half written (nothing could follow it whole).
+ */
+static void
+keep_final(struct outq *q)
+{
+	size_t i;
+
+	if (!q->lines || q->len == 0 || !q->fd_bol || q->mode == M_BROKEN)
+		return;
+	q->head = q->len = 0;
+	for (i = 0; i < q->nfin; i++)
+		if (q->fin[i].off >= q->written)
+			append(q, q->fin[i].p, q->fin[i].n);
+	q->final_room = 1;
+	pump(q);
 }
 
 static void
 out_exit(void)
 {
+	size_t i;
+
 	out.loop = NULL;	/* freed by now, or about to be */
 	out.q[0].watched = out.q[1].watched = 0;
+	out.q[0].retry = out.q[1].retry = 0;
 	out_flush(OUT_EXIT_WAIT_MS);
+	if (out.q[0].len > 0 || out.q[1].len > 0) {
+		keep_final(&out.q[0]);
+		keep_final(&out.q[1]);
+		out_flush(OUT_EXIT_WAIT_MS);
+	}
+	for (i = 0; i < out.q[0].nfin; i++)
+		free(out.q[0].fin[i].p);
+	for (i = 0; i < out.q[1].nfin; i++)
+		free(out.q[1].fin[i].p);
+	out.q[0].nfin = out.q[1].nfin = 0;
 	log_set_sink(NULL);
 }
 

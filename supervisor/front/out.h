@@ -51,6 +51,23 @@ void out_msg(int stream, const char *p, size_t n);
  * OUT_RECORD_MAX; the queue grows for it while the reader is slow. */
 void out_record(int stream, const char *p, size_t n);
 
+/*
+ * Stream 1 or 2 carries lines that a reader parses one by one (the event
+ * stream of agentz --json): on a pipe or FIFO (its size raised to 1 MiB
+ * when allowed) a line is written only when it fits whole - never a cut
+ * line, however long the reader stalls (a line longer than the empty pipe
+ * excepted) - and OUT_FINAL_RESERVE bytes of the pipe are kept for the
+ * final lines. At exit, once the reader took nothing for OUT_EXIT_WAIT_MS,
+ * the lines still queued are dropped whole, but for the final ones, which
+ * then go into that reserve: a reader that stalled completely still finds
+ * them at the end of what it reads.
+ */
+#define OUT_FINAL_RESERVE	(16u * 1024u)	/* at most a quarter of it */
+void out_lines(int stream);
+/* A final line (out_lines; at most 4, together within the reserve): as
+ * out_record, and kept at exit when the lines before it are dropped. */
+void out_final(int stream, const char *p, size_t n);
+
 /* A line that may be lost (an event carrying live output): queued whole
  * while the queue holds at most OUT_QUEUE_MAX bytes, else dropped whole,
  * with no notice in the stream (the caller counts it). 0, or -1 dropped. */

@@ -4,18 +4,36 @@
  */
 #include "supervisor/front/runstop.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "supervisor/loop/sig.h"
+
+/* The signals sig.h delivers besides SIGCHLD. */
+static const char *
+sig_name(int signo)
+{
+	return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" :
+	    signo == SIGHUP ? "SIGHUP" : "a signal";
+}
 
 static void
 on_signal(int signo, void *ctx)
 {
 	struct runstop *s = ctx;
 	int rc = runner_signal(s->runner, signo);
+	char why[96];
 
-	if (rc >= 0)
+	if (rc < 0)
+		return;
+	if (s->stop == NULL) {
 		loop_stop(s->loop, rc);
+		return;
+	}
+	(void)snprintf(why, sizeof why, "stopping: %s (%s)", strsignal(signo),
+	    sig_name(signo));
+	s->stop(s->ctx, rc, why);
 }
 
 int

@@ -14,6 +14,10 @@
 struct runstop {
 	struct loop *loop;
 	struct runner *runner;	/* set once it exists; read at a signal */
+	/* Who decides the stop a signal asks for (rc, why: "stopping:
+	 * Terminated (SIGTERM)"); NULL: the loop just stops with rc. */
+	void (*stop)(void *ctx, int rc, const char *why);
+	void *ctx;
 };
 
 /* Signals stop s->loop (sig.h); 0, or -1 with errno. */

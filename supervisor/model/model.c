@@ -86,20 +86,29 @@ call_free(struct call *c)
 	free(c);
 }
 
+/*
+ * The open calls end first, each with its done callback while everything
+ * it may use (the model, its HTTP client) still exists; a call started
+ * from a callback now is refused (m->ending). Only then is it all freed.
+ */
 void
 model_free(struct model *m)
 {
-	struct call *c, *next;
+	struct call *c;
 
 	if (m == NULL)
 		return;
-	http_free(m->http);
-	for (c = m->calls; c != NULL; c = next) {
-		next = c->next;
+	m->ending = 1;
+	while ((c = m->calls) != NULL) {
+		m->calls = c->next;
+		if (c->http_id != 0)
+			http_cancel(m->http, c->http_id);
+		c->http_id = 0;
 		call_stats(c);
 		c->ops.done(c->ctx, NULL, "ModelError", "the run is ending");
 		call_free(c);
 	}
+	http_free(m->http);
 	free(m->url);
 	free(m->auth);
 	free(m);
@@ -301,10 +310,15 @@ call_new(struct model *m, json_t *params, int stream,
     const struct host_binding *b, const struct model_call_ops *ops,
     void *ctx)
 {
-	struct call *c = calloc(1, sizeof *c);
+	struct call *c;
 	char *err = NULL;
 
-	if (c == NULL) {
+	if (m->ending) {
+		ops->done(ctx, NULL, "ModelError", "the run is ending: no new "
+		    "model call starts");
+		return NULL;
+	}
+	if ((c = calloc(1, sizeof *c)) == NULL) {
 		ops->done(ctx, NULL, "ModelError", "out of memory");
 		return NULL;
 	}

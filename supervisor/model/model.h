@@ -96,7 +96,11 @@ struct model;
 
 struct model *model_new(struct loop *l, const struct model_config *c,
     struct hosttools *h, const struct redact *red);
-/* Ends every call in flight (done with "the run is ending"), frees m. */
+/*
+ * Ends every call in flight (done with "the run is ending", run while m
+ * is whole; a model_call from such a callback is refused the same way),
+ * then frees m.
+ */
 void model_free(struct model *m);
 
 /*

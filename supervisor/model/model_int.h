@@ -64,6 +64,7 @@ struct model {
 	long patience_ms;	/* <= 0: outages are not waited out */
 	model_outage_fn *outage_fn;
 	void *outage_ctx;
+	int ending;		/* model_free runs: no call starts */
 };
 
 

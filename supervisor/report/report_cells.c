@@ -109,6 +109,7 @@ static const char legend[] =
     "<span class=\"sw st-error k-memory\"></span>memory "
     "<span class=\"sw st-error k-crashed\"></span>crashed "
     "<span class=\"sw st-interrupted\"></span>interrupted "
+    "<span class=\"sw st-error k-restart\"></span>cut (restart, stop) "
     "<span class=\"sw st-running\"></span>no output record "
     "<span class=\"sw st-other\"></span>other &#x2003; "
     "<span class=\"mark kill\">&#x2715;</span> killed "

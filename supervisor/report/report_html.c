@@ -174,7 +174,7 @@ html_class(const char *name)
 	static const char *const known[] = {
 		"ok", "error", "interrupted", "exited", "running",
 		"exception", "no_successor", "timeout", "memory", "crashed",
-		"protocol", "restart",
+		"protocol", "restart", "stopped",
 	};
 	size_t i;
 

@@ -185,6 +185,42 @@ runner_isolation(const struct runner *r)
 	return r->jail != NULL ? jail_describe(r->jail) : "none";
 }
 
+struct cell *
+runner_cut(struct runner *r, const char *why)
+{
+	struct cell *c;
+	char *detail;
+	int ran;
+
+	if (r == NULL)
+		return NULL;
+	if ((c = r->dead) != NULL) {	/* its death is its record */
+		r->dead = NULL;
+		if (c->recovered_by == NULL)
+			c->recovered_by = "none";
+		return c;
+	}
+	if ((c = r->current != NULL ? r->current : r->pending) == NULL)
+		return NULL;
+	ran = c == r->current;
+	if (ran) {
+		hostserve_input_stop(r);
+		runner_cancel_deadline(r);
+	} else {
+		c->t0_us = loop_now_us();	/* it never started */
+	}
+	if (asprintf(&detail, "the run stopped %s this cell %s: %s", ran ?
+	    "while" : "before", ran ? "ran" : "started", why) < 0)
+		detail = NULL;
+	cells_finish_dead(c, KIND_STOPPED, detail != NULL ? detail : why, -1,
+	    -1);
+	free(detail);
+	if (ran)
+		runner_flush_output(r, c);
+	r->current = r->pending = NULL;
+	return c;
+}
+
 int
 runner_signal(struct runner *r, int signo)
 {

@@ -122,6 +122,16 @@ int runner_event(struct runner *r, uint64_t id, const char *body,
  * has begun).
  */
 int runner_expire(struct runner *r, const char *who);
+/*
+ * The run is stopping (why: its reason, one line): the cell that has an
+ * input record but no output yet - running, waiting for its worker, or
+ * killed and waiting for a fresh one - is taken from the runner with its
+ * record finished (a running or waiting one as error "stopped", its
+ * output so far flushed; a dead one as its death said). ops.finished
+ * does not run for it. Returns it, or NULL when there is none; call
+ * until NULL.
+ */
+struct cell *runner_cut(struct runner *r, const char *why);
 /* The pid of the run's jail init (its workers' PID namespace), 0: none. */
 pid_t runner_jail_pid(const struct runner *r);
 

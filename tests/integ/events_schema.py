@@ -157,7 +157,13 @@ def check_stream(events, dropped_ok=False):
     stops = [i for i, t in enumerate(types) if t in ("stop", "budget_stop")]
     assert len(stops) == 1, types
     assert set(types[stops[0] + 1:-1]) <= {"model_request_end",
-                                           "outage_wait_end"}, types
+                                           "outage_wait_end",
+                                           "cell_output", "cell_end"}, types
+    # a cell_end after the stop is the cell the stop cut (or one whose
+    # worker had died), never a cell started after it
+    starts = [e["cell"] for e in events[stops[0]:] if e["type"] ==
+              "cell_start"]
+    assert starts == [], types
     assert types.count("run_start") == 1 and types.count("run_end") == 1
     assert events[-1]["exit"] == events[stops[0]]["exit"]
     if dropped_ok:

@@ -191,20 +191,24 @@ def test_budget_stop(tmp_path):
 
 def test_deadline_stop_ends_open_requests(tmp_path):
     """--deadline while cell 1's model call waits for an answer that is
-    held back: budget_stop, then that request's end (cut off), run_end."""
+    held back: budget_stop, then that request's end (cut off), the cell's
+    end (cut by the stop: kind stopped), run_end."""
     script = first("r = call_me(input='PROBE-REQ')\n") + [
         {"match": "PROBE-REQ", "hold": "never", "text": "late"}]
     p, events = run_json(tmp_path, script, "--deadline", "2")
     assert p.returncode == 4, show(p)
     check_stream(events)
     types = [e["type"] for e in events]
-    assert types[-3:] == ["budget_stop", "model_request_end", "run_end"], \
-        types
-    assert "run deadline of 2 s" in events[-3]["reason"]
-    end = events[-2]
+    assert types[-4:] == ["budget_stop", "model_request_end", "cell_end",
+                          "run_end"], types
+    assert "run deadline of 2 s" in events[-4]["reason"]
+    end = events[-3]
     # the cell's call was cut by a budget stop: BudgetExceeded
     assert end["cell"] == 1 and end["error"]["type"] == "BudgetExceeded", end
     assert end["tokens_total"] == 0 and end["latency_ms"] > 0
+    cut = events[-2]
+    assert cut["cell"] == 1 and cut["kind"] == "stopped", cut
+    assert cut["record"]["model_calls_cancelled"] == 1, cut
 
 
 def test_failures_stop(tmp_path):
@@ -327,7 +331,8 @@ def started(cell):
 
 def test_signal_stop(tmp_path):
     """SIGTERM while a cell runs (sent once its cell_start arrived): a stop
-    of kind signal, then run_end, with the process's exit status."""
+    of kind signal, the cut cell's end, then run_end, with the process's
+    exit status."""
     with ModelServer(first("import time\ntime.sleep(60)\n")) as srv:
         p = subprocess.Popen(command(srv.base_url, []), cwd=tmp_path,
                              env=env(tmp_path), stdin=subprocess.DEVNULL,
@@ -345,8 +350,12 @@ def test_signal_stop(tmp_path):
     assert p.returncode == 128 + signal.SIGTERM
     events = parse(out.decode())
     check_stream(events)
-    assert events[-2]["type"] == "stop" and events[-2]["kind"] == "signal"
-    assert events[-2]["exit"] == events[-1]["exit"] == 143
+    assert events[-3]["type"] == "stop" and events[-3]["kind"] == "signal"
+    assert "SIGTERM" in events[-3]["reason"]
+    assert events[-3]["exit"] == events[-1]["exit"] == 143
+    # the cell the stop cut has its end
+    assert events[-2]["type"] == "cell_end" and events[-2]["cell"] == 1
+    assert events[-2]["kind"] == "stopped", events[-2]
 
 
 # --- the reader ------------------------------------------------------------------
@@ -404,6 +413,53 @@ def test_stalled_reader_loses_only_whole_output_events(tmp_path):
     assert [k["stage"] for k in of(events, "kill")][0] == "interrupt"
     assert "REPAIRED" in "".join(e["text"] for e in of(events,
                                                        "cell_output"))
+
+
+def test_a_reader_that_never_reads_still_gets_stop_and_run_end(tmp_path):
+    """stdout is a pipe nobody reads until agentz has exited (issue 18,
+    5b): what is in it then is whole events only (never a cut line),
+    ending with the stop and run_end; the events that could not be
+    written were dropped whole (gaps in seq)."""
+    with ModelServer(first(FLOOD) + REPAIR) as srv:
+        with open(tmp_path / "stderr", "wb") as err:
+            p = subprocess.Popen(
+                command(srv.base_url, ["--cell-timeout", "2", "--grace",
+                                       "1"]),
+                cwd=tmp_path, env=env(tmp_path), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err)
+            try:
+                rc = p.wait(timeout=60 * SLOW)
+                out = p.stdout.read()
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    stderr = (tmp_path / "stderr").read_text(errors="replace")
+    assert rc == 0, stderr[-3000:]
+    assert out.endswith(b"\n"), out[-300:]
+    events = [json.loads(line) for line in out.split(b"\n")[:-1]]
+    for ev in events:
+        validate(ev)
+    assert [e["type"] for e in events[-2:]] == ["stop", "run_end"], \
+        [e["type"] for e in events[-5:]]
+    assert events[-2]["kind"] == "quit" and events[-1]["exit"] == 0
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and seqs[0] == 0
+    assert events[-1]["seq"] + 1 > len(events)     # some were dropped
+
+
+def test_line_separators_are_escaped(tmp_path):
+    """U+2028 and U+2029 in a cell's output travel escaped: a reader
+    splitting with str.splitlines() finds one event a line."""
+    cell = "print('a\\u2028b\\u2029c')\nquit()\n"
+    p, _ = run_json(tmp_path, first(cell))
+    assert p.returncode == 0, show(p)
+    assert "\u2028" not in p.stdout and "\u2029" not in p.stdout
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    check_stream(events)
+    text = "".join(e["text"] for e in of(events, "cell_output")
+                   if e["cell"] == 1)
+    assert text == "a\u2028b\u2029c\n", repr(text)
 
 
 def test_no_status_bar_under_json(tmp_path):

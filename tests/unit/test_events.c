@@ -203,6 +203,33 @@ test_stream(void **state)
 	(void)close(r);
 }
 
+/* U+2028 and U+2029 become escapes: a line splitter sees one line. */
+static void
+test_line_separators(void **state)
+{
+	static const char in[] = "{\"t\":\"a\xe2\x80\xa8" "b\xe2\x80\xa9"
+	    "c\xe2\x80\xaa\"}";
+	size_t len;
+	char *line = events_line(in, sizeof in - 1, &len);
+	json_t *j;
+
+	(void)state;
+	assert_non_null(line);
+	assert_string_equal(line, "{\"t\":\"a\\u2028b\\u2029c"
+	    "\xe2\x80\xaa\"}\n");
+	assert_int_equal(len, strlen(line));
+	j = json_loads(line, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "t")),
+	    "a\xe2\x80\xa8" "b\xe2\x80\xa9" "c\xe2\x80\xaa");
+	json_decref(j);
+	free(line);
+	line = events_line("", 0, &len);
+	assert_non_null(line);
+	assert_string_equal(line, "\n");
+	free(line);
+}
+
 int
 main(void)
 {
@@ -211,6 +238,7 @@ main(void)
 		cmocka_unit_test(test_rollback_fields),
 		cmocka_unit_test(test_rollback_partial),
 		cmocka_unit_test(test_stream),
+		cmocka_unit_test(test_line_separators),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,9 @@
  * test_output.c - the terminal filter (SGR kept, every other escape
  * sequence and control dropped, the same however the stream is chunked),
  * model text made visible, the stream redaction of delta events (a secret
- * split across two deltas never comes out), and the output queue's
- * line-boundary drops counted in one notice.
+ * split across two deltas never comes out), the output queue's
+ * line-boundary drops counted in one notice, and a stream of lines never
+ * cut in its pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -287,6 +288,56 @@ test_queue_cuts_long_line_safely(void **state)
 	free(got);
 }
 
+/* Everything in the pipe now, without writing more. */
+static char *
+in_pipe(int r, size_t *len)
+{
+	char buf[65536], *got = malloc(1);
+	ssize_t n;
+
+	*len = 0;
+	while ((n = read(r, buf, sizeof buf)) > 0) {
+		got = realloc(got, *len + (size_t)n + 1);
+		memcpy(got + *len, buf, (size_t)n);
+		*len += (size_t)n;
+	}
+	got[*len] = '\0';
+	return got;
+}
+
+/*
+ * A stream of lines (out_lines) on a pipe nobody reads: what the pipe
+ * holds is whole lines only, with room left for the final lines; what
+ * did not fit waits in the queue, whole, and arrives once read. (Last:
+ * the mode stays on for the shared stdout.)
+ */
+static void
+test_lines_are_never_cut(void **state)
+{
+	int r = stdout_pipe(), cap;
+	char line[1000], *got;
+	size_t len, i, n = 3000;
+
+	(void)state;
+	memset(line, 'y', sizeof line - 1);
+	line[sizeof line - 1] = '\n';
+	out_lines(1);
+	cap = fcntl(r, F_GETPIPE_SZ);
+	assert_true(cap > 0);
+	for (i = 0; i < n; i++)		/* 3 MB: more than any pipe here */
+		out_record(1, line, sizeof line);
+	got = in_pipe(r, &len);
+	assert_true(len > 0 && len % sizeof line == 0);
+	assert_int_equal(got[len - 1], '\n');
+	assert_true(len + ((size_t)cap / 4 < OUT_FINAL_RESERVE ?
+	    (size_t)cap / 4 : OUT_FINAL_RESERVE) <= (size_t)cap);
+	free(got);
+	got = drain(r, &i);		/* the rest, now that it is read */
+	assert_int_equal((len + i) % sizeof line, 0);
+	assert_int_equal(len + i, n * sizeof line);
+	free(got);
+}
+
 int
 main(void)
 {
@@ -296,6 +347,7 @@ main(void)
 		cmocka_unit_test(test_stream_deltas),
 		cmocka_unit_test(test_queue_drops_lines),
 		cmocka_unit_test(test_queue_cuts_long_line_safely),
+		cmocka_unit_test(test_lines_are_never_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
