@@ -82,7 +82,7 @@ import json  # noqa: E402
 import re  # noqa: E402
 import textwrap  # noqa: E402
 
-from agentz_util import SAN  # noqa: E402
+from agentz_util import SAN, beside  # noqa: E402
 
 SLOW = 4 if SAN else 1
 U60 = {"input_tokens": 40, "output_tokens": 20}     # 60 tokens a request
@@ -158,7 +158,7 @@ def test_call_me_attack_stops_within_one_call(tmp_path, budget):
         """)
     script = first(attack) + [{"match": "attack", "text": "ok", "usage": U60,
                                "repeat": "forever"}]
-    jpath = tmp_path / "journal"
+    jpath = beside(tmp_path)
     with ModelServer(script) as srv:
         p = start(srv, tmp_path, *budget, "--journal", str(jpath))
         out, err = finish(p)
@@ -179,7 +179,7 @@ def test_call_over_budget_is_not_sent(tmp_path):
         call_me(input='big ' + 'x' * 10000)
         """)
     script = first(big) + [{"match": "big x", "text": "ok", "usage": U60}]
-    jpath = tmp_path / "journal"
+    jpath = beside(tmp_path)
     with ModelServer(script) as srv:
         p = start(srv, tmp_path, "--max-tokens", "1000", "--journal",
                   str(jpath))
@@ -215,7 +215,7 @@ def streaming_abort(tmp_path, *budget):
     # cell 1's answer is long (100,000 tokens, paced like a model): the
     # stream is cut once the budget is crossed, not at its end
     script = first("r = call_me(input='long answer')\n") + [LONG]
-    jpath = tmp_path / "journal"
+    jpath = beside(tmp_path)
     with ModelServer(script) as srv:
         p = start(srv, tmp_path, "--json", "--journal", str(jpath), *budget)
         out, err = finish(p)
@@ -254,7 +254,7 @@ def test_streaming_repair_cut_at_token_budget(tmp_path):
     # cell 1 fails; the repair request's answer is long: cut at the budget
     script = first("raise ValueError('broken')\n") + [
         dict(LONG, match="Repair the failed cell")]
-    jpath = tmp_path / "journal"
+    jpath = beside(tmp_path)
     with ModelServer(script) as srv:
         p = start(srv, tmp_path, "--journal", str(jpath), "--max-tokens",
                   "1500")
@@ -275,7 +275,7 @@ def test_deadline_cuts_a_streaming_call(tmp_path):
     # how much it was passed
     script = first("r = call_me(input='long answer')\n") + [
         dict(LONG, hold="never")]
-    jpath = tmp_path / "journal"
+    jpath = beside(tmp_path)
     with ModelServer(script) as srv:
         p = start(srv, tmp_path, "--json", "--journal", str(jpath),
                   "--deadline", "2")
@@ -424,7 +424,7 @@ def test_waiting_calls_die_with_their_cell(tmp_path):
                 if re.search(r"w\dz", json.dumps(r["body"]))]
     assert p.returncode == 0, show(p, out, err)
     assert asked_all, "the cell was killed before its three calls were asked"
-    assert len(sent) == 1, sent
+    assert len(sent) == 1, [json.dumps(r["body"])[:3000] for r in sent]
     assert "cell 1: 1 model call in flight cancelled" in err, err
 
 
