@@ -23,6 +23,46 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
 
+static void respawn(struct runner *r, int before_ready);
+
+/*
+ * The run's namespace init died (killed from outside: nothing inside can
+ * signal it), and every process of its namespaces with it; nothing can
+ * start there any more. A new init, namespaces and view, before the next
+ * worker; a failure counts as a worker that did not start (retried with
+ * backoff, fatal after max_start_failures). 0: go on and spawn; -1: not
+ * now (a retry or the fatal end is on its way).
+ */
+static int
+rebuild_world(struct runner *r)
+{
+	char err[512], why[640];
+
+	if (!jail_lost(r->jail))
+		return 0;
+	nscells_reset(r);
+	if (jail_rebuild(r->jail, err, sizeof err) == 0) {
+		log_warnx("the run's namespace init died: its namespaces, "
+		    "view, /tmp and /dev/shm were made anew (rebuild %u)",
+		    jail_rebuilds(r->jail));
+		return 0;
+	}
+	r->start_failures++;
+	(void)snprintf(why, sizeof why, "cannot rebuild the run's "
+	    "namespaces: %s", err);
+	log_warnx("%s, attempt %u of %u", why, r->start_failures,
+	    r->cfg.max_start_failures);
+	if (r->start_failures >= r->cfg.max_start_failures) {
+		if (r->dead != NULL)
+			r->dead->recovered_by = "none";
+		recovery_finish_dead(r);
+		r->ops.fatal(r->ctx, why);
+		return -1;
+	}
+	respawn(r, 1);
+	return -1;
+}
+
 static void
 respawn_now(struct loop *l, void *ctx)
 {
@@ -30,6 +70,8 @@ respawn_now(struct loop *l, void *ctx)
 
 	(void)l;
 	r->respawn_timer = 0;
+	if (rebuild_world(r) < 0)
+		return;
 	if (worker_spawn(r->w) < 0) {
 		char why[128];
 
@@ -70,6 +112,13 @@ standby_now(struct loop *l, void *ctx)
 	r->standby_timer = 0;
 	if (r->standby == NULL || worker_state(r->standby) != WORKER_DOWN)
 		return;
+	/* the world is rebuilt before the next worker of the cells (its
+	 * death is on its way): the standby waits for that */
+	if (jail_lost(r->jail)) {
+		r->standby_failures++;
+		recovery_standby_soon(r);
+		return;
+	}
 	if (worker_spawn(r->standby) < 0)
 		log_warn("cannot start a standby worker");
 }
@@ -98,7 +147,12 @@ standby_death(struct runner *r, const struct worker_death *d)
 	char why[256];
 
 	describe_death(d, why, sizeof why);
-	log_debug("standby worker died: %s", why);
+	/* not our kill: say what the run lost (a warm start) */
+	if (d->reason == NULL)
+		log_warnx("the standby worker died (%s): starting another",
+		    why);
+	else
+		log_debug("standby worker died: %s", why);
 	if (d->before_ready)
 		r->standby_failures++;
 	/* the worker was waiting for this one: start a fresh one instead */
@@ -276,29 +330,75 @@ roll_back_failed(struct runner *r)
 		rolled_back_lost(r, r->dead);
 }
 
+/* What a cell whose worker died with the run's namespace init lost. */
+static void
+note_world_lost(struct cell *c)
+{
+	static const char lost[] = "the run's namespace init died (killed "
+	    "from outside the jail), and every process of its namespaces "
+	    "with it: the namespace (and any snapshot), /tmp and /dev/shm "
+	    "are lost; new namespaces were made";
+	char *d;
+
+	if (asprintf(&d, "%s%s%s", c->detail != NULL ? c->detail : "",
+	    c->detail != NULL ? "; " : "", lost) < 0)
+		return;
+	free(c->detail);
+	c->detail = d;
+	c->namespace_lost = 1;
+	/* (the snapshot may be seen dead already, or not yet) */
+	if (c->snapshot != NULL && (strncmp(c->snapshot, "taken", 5) == 0 ||
+	    strstr(c->snapshot, "killed before it was needed") != NULL)) {
+		free(c->snapshot);
+		c->snapshot = strdup("taken, but the run's namespace init "
+		    "died, and the snapshot with it");
+	}
+}
+
+/* The world is lost: what lived in it is gone or going (the standby
+ * too, though its death may not have been seen yet: never taken over). */
+static void
+world_lost(struct runner *r, struct worker *w)
+{
+	log_warnx("the run's namespace init died: the worker and everything "
+	    "in its namespaces are lost");
+	worker_drop_snapshot(w);
+	if (r->standby != NULL && worker_state(r->standby) != WORKER_DOWN)
+		worker_kill(r->standby, "its namespaces died with the run's "
+		    "namespace init");
+}
+
 void
 recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 {
 	struct runner *r = ctx;
 	struct cell *c = r->current;
 	char why[256];
+	int lost;
 
 	if (w != r->w) {
 		standby_death(r, d);
 		return;
 	}
+	lost = jail_lost(r->jail);
 	describe_death(d, why, sizeof why);
 	hostserve_input_stop(r);
 	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
 	roll_back_failed(r);
+	if (lost)
+		world_lost(r, w);
 	if (c != NULL) {
 		/* what the detail and the record will say, should the
 		 * promotion fail after all (then rolled_back_lost) */
-		c->rolled_back = d->snapshot;
+		c->rolled_back = d->snapshot && !lost;
 		record_death(r, c, d);
 		if (c->rolled_back)
 			c->namespace_lost = 0;
+		if (lost)
+			note_world_lost(c);
+	} else if (lost && r->dead != NULL) {
+		note_world_lost(r->dead);
 	}
 	r->current = NULL;
 	if (r->death_fn != NULL)

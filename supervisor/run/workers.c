@@ -170,6 +170,11 @@ worker_spawn(struct worker *w)
 		errno = EBUSY;
 		return -1;
 	}
+	/* never into dead namespaces, nor without the jail it had */
+	if (jail_lost(w->cfg.jail)) {
+		errno = ESRCH;
+		return -1;
+	}
 	if (w->cg == NULL && contain_has_cgroup(w->cfg.contain) &&
 	    (w->cg = contain_group_new(w->cfg.contain,
 	    wworker_next_gen(w))) == NULL)
@@ -320,6 +325,26 @@ usage_at_death(const struct worker *w, struct worker_death *d)
 	}
 }
 
+/*
+ * The process we forked (the worker's spawner, init of its PID namespace
+ * without a jail) ended without passing on the worker's status: killed
+ * from outside, unless we killed it. The worker goes with it (its PID
+ * namespace, or the sweep of the jail below): the death says so.
+ */
+static void
+spawner_died(struct worker *w, int status)
+{
+	char why[160];
+
+	if (w->state == WORKER_DYING || w->kill_reason != NULL ||
+	    !WIFSIGNALED(status))
+		return;
+	(void)snprintf(why, sizeof why, "its spawner (pid %ld) died by "
+	    "signal %d (%s), and the worker with it", (long)w->pid,
+	    WTERMSIG(status), strsignal(WTERMSIG(status)));
+	w->kill_reason = strdup(why);
+}
+
 static void
 reap(struct worker *w, int options)
 {
@@ -350,6 +375,8 @@ reap(struct worker *w, int options)
 	if (options != REAP_KILLED && w->status >= 0 &&
 	    read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
+	else if (options != REAP_KILLED && w->status >= 0 && !w->adopted)
+		spawner_died(w, status);
 	/* frames it sent before dying still count (its DONE): the slices
 	 * left for later turns are handled now */
 	wchan_drain(w);

@@ -175,6 +175,16 @@ wsnap_forget(struct worker *w)
 	w->snap.threads = NULL;
 }
 
+static void no_snapshot(struct worker *w, const char *why);
+
+void
+worker_drop_snapshot(struct worker *w)
+{
+	if (w->snap.pid > 0)
+		no_snapshot(w, "the run's namespace init died, and the "
+		    "snapshot with it");
+}
+
 static void
 no_snapshot(struct worker *w, const char *why)
 {
