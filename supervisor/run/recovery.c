@@ -340,6 +340,8 @@ note_world_lost(struct cell *c)
 	    "are lost; new namespaces were made";
 	char *d;
 
+	if (c->detail != NULL && strstr(c->detail, lost) != NULL)
+		return;		/* said (a second loss before the repair) */
 	if (asprintf(&d, "%s%s%s", c->detail != NULL ? c->detail : "",
 	    c->detail != NULL ? "; " : "", lost) < 0)
 		return;

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,6 +385,11 @@ wsnap_adopted_status(struct worker *w, int *status, struct rusage *ru)
 		ru->ru_utime.tv_sec = (time_t)(e.cpu_us / 1000000u);
 		ru->ru_utime.tv_usec = (suseconds_t)(e.cpu_us % 1000000u);
 		ru->ru_maxrss = e.maxrss_kb;
+		return;
+	}
+	/* the init that reaped it is gone: it died with its namespaces */
+	if (jail_lost(w->cfg.jail)) {
+		*status = SIGKILL;
 		return;
 	}
 #else
