@@ -373,3 +373,36 @@ def test_a_killed_standby_is_said_and_replaced(tmp_path):
     assert "the standby worker died (worker" in err, err[-3000:]
     assert c["recovered_by"] in ("standby", "fresh worker"), brief(c)
     assert d["output"] == "ok\n", brief(d)
+
+
+def test_the_control_socket_refuses_the_rebuilt_namespace(tmp_path):
+    # the control socket refuses a client in the workers' PID namespace:
+    # after a rebuild that is the new init's, not the dead one's
+    from model_server import ModelServer
+    from test_ctl import WORKER_PROBE, Run, code, first, on
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    sock = str(rt / "rebuilt.sock")
+    hang = code("""
+        import time
+        print('C1', flush=True)
+        time.sleep(300)
+        """)
+    script = first(hang) + on("Repair the failed cell", WORKER_PROBE % {
+        "sock": sock, "rt": str(rt)})
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "rebuilt", rt)
+        try:
+            run.wait_out("C1")
+            kill_init(run.p, "cell")
+            run.wait_err("were made anew")
+            os.chmod(sock, 0o666)
+            os.link(sock, run.ws / "link.sock")
+            assert run.wait(timeout=120) == 0, run.show()
+        finally:
+            run.kill()
+    out = run.out.decode()
+    via = [ln for ln in out.splitlines() if ln.startswith("VIA")][0]
+    reply = json.loads(via[4:])
+    assert reply["ok"] is False, via
+    assert "inside the run's worker PID namespace" in reply["error"], via
