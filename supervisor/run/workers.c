@@ -179,6 +179,7 @@ worker_spawn(struct worker *w)
 	    (w->cg = contain_group_new(w->cfg.contain,
 	    wworker_next_gen(w))) == NULL)
 		log_warn("worker cgroup set-up failed; continuing without");
+	w->world = jail_rebuilds(w->cfg.jail);
 	if (wspawn_make_fds(ours, theirs) < 0 || wspawn_fork(w, theirs) < 0) {
 		wspawn_close_fds(ours, WSPAWN_NFDS);
 		wspawn_close_fds(theirs, WSPAWN_NFDS);
@@ -215,6 +216,16 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 }
 
 /* --- death ------------------------------------------------------------ */
+
+/* The jail w lives in is the run's now (not one whose init died and
+ * was rebuilt since: everything of that world is dead already, and a
+ * kill in the new one would reach the workers starting there). */
+static int
+in_jail(const struct worker *w)
+{
+	return jail_active(w->cfg.jail) && !jail_lost(w->cfg.jail) &&
+	    jail_rebuilds(w->cfg.jail) == w->world;
+}
 
 /* The jail's kill, sparing sp[n]; said at -vv. */
 static int
@@ -278,7 +289,7 @@ kill_rest(struct worker *w, int with_snapshot)
 {
 	pid_t spared[JAIL_MAX_SPARE], keep[2];
 
-	if (jail_active(w->cfg.jail))
+	if (in_jail(w))
 		(void)jail_kill_logged(w, "rest", spared,
 		    spare_list(w, with_snapshot, spared));
 	keep[0] = jail_init_pid(w->cfg.jail);
@@ -457,7 +468,7 @@ worker_kill(struct worker *w, const char *reason)
 	 * cgroup (atomic; never with a snapshot to spare: it is in there).
 	 * Then the group (setsid made pgid == pid) and the pid (init of its
 	 * PID namespace: its death ends every process in it). */
-	if (jail_active(w->cfg.jail) && jail_kill_logged(w, "kill", spared,
+	if (in_jail(w) && jail_kill_logged(w, "kill", spared,
 	    spare_list(w, spare != 0, spared)) == 0) {
 		if (w->pidfd >= 0 && w->killed_timer == 0)
 			w->killed_timer = loop_timer(w->loop, 0, killed_event,
@@ -540,7 +551,7 @@ worker_sweep(struct worker *w)
 	pid_t spared[JAIL_MAX_SPARE];
 	size_t n;
 
-	if (!jail_active(w->cfg.jail) || w->ns_pid <= 0) {
+	if (!in_jail(w) || w->ns_pid <= 0) {
 		errno = ENOTSUP;
 		return -1;
 	}
