@@ -982,6 +982,7 @@ static int
 start_init(struct jail *j, char *err, size_t len)
 {
 	struct init_status s;
+	ssize_t n;
 	int sv[2], flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS;
 
@@ -1002,9 +1003,15 @@ start_init(struct jail *j, char *err, size_t len)
 		return -1;
 	}
 	if (wait_readable(j->cmd, READY_WAIT_MS) < 0 ||
-	    read(j->cmd, &s, sizeof s) != (ssize_t)sizeof s) {
+	    (n = read(j->cmd, &s, sizeof s)) < 0) {
 		(void)snprintf(err, len, "the jail's init did not report: %s",
-		    strerror(errno ? errno : EIO));
+		    strerror(errno));
+		return -1;
+	}
+	if (n != (ssize_t)sizeof s) {
+		(void)snprintf(err, len, "the jail's init ended before it "
+		    "reported (killed?)");
+		errno = ESRCH;
 		return -1;
 	}
 	if (s.op != -1) {

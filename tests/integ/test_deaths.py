@@ -406,3 +406,38 @@ def test_the_control_socket_refuses_the_rebuilt_namespace(tmp_path):
     reply = json.loads(via[4:])
     assert reply["ok"] is False, via
     assert "inside the run's worker PID namespace" in reply["error"], via
+
+
+def test_rebuilds_are_bounded_like_worker_starts(tmp_path):
+    # every new init is killed as soon as it shows (before its worker is
+    # ready, almost always): each is a worker that did not start, and the
+    # run ends after max_start_failures (5) of them in a row, as when a
+    # worker cannot start -- not at once (the old code: five starts in
+    # the dead namespaces, then exit 3), and not never
+    ws = str(tmp_path)
+    # (should a worker get ready first, the count starts over: the cells
+    # after block too, so the kills go on until five fail in a row)
+    run = ExecRun(ws, ["x = 1"] + [blocked("c%d" % i) for i in range(8)])
+    killed = []
+    try:
+        wait_for(os.path.join(ws, "c0"), run.p)
+        end = time.monotonic() + 120
+        while run.p.poll() is None and len(killed) < 40 and \
+                time.monotonic() < end:
+            init, _ = infra(run.p.pid)
+            if init is not None and init not in killed:
+                try:
+                    os.kill(init, signal.SIGKILL)
+                    killed.append(init)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.001)
+        rc, recs, err = run.finish()
+    finally:
+        run.kill()
+    assert rc == 3, (rc, err[-3000:])
+    assert "attempt 5 of 5" in err, err[-3000:]
+    # each attempt made a new world, or found its init killed as it began
+    assert err.count("were made anew") + err.count(
+        "init ended before it reported") >= 5, err[-3000:]
+    assert recs[1]["namespace"] == "lost", brief(recs[1])
