@@ -25,6 +25,24 @@
 
 static void respawn(struct runner *r, int before_ready);
 
+/* A start that failed for the world's sake (its rebuild, or a new init
+ * killed as well): a worker that did not start, retried with backoff. */
+static void
+world_start_failed(struct runner *r, const char *why)
+{
+	r->start_failures++;
+	log_warnx("%s, attempt %u of %u", why, r->start_failures,
+	    r->cfg.max_start_failures);
+	if (r->start_failures >= r->cfg.max_start_failures) {
+		if (r->dead != NULL)
+			r->dead->recovered_by = "none";
+		recovery_finish_dead(r);
+		r->ops.fatal(r->ctx, why);
+		return;
+	}
+	respawn(r, 1);
+}
+
 /*
  * The run's namespace init died (killed from outside: nothing inside can
  * signal it), and every process of its namespaces with it; nothing can
@@ -47,19 +65,9 @@ rebuild_world(struct runner *r)
 		    jail_rebuilds(r->jail));
 		return 0;
 	}
-	r->start_failures++;
 	(void)snprintf(why, sizeof why, "cannot rebuild the run's "
 	    "namespaces: %s", err);
-	log_warnx("%s, attempt %u of %u", why, r->start_failures,
-	    r->cfg.max_start_failures);
-	if (r->start_failures >= r->cfg.max_start_failures) {
-		if (r->dead != NULL)
-			r->dead->recovered_by = "none";
-		recovery_finish_dead(r);
-		r->ops.fatal(r->ctx, why);
-		return -1;
-	}
-	respawn(r, 1);
+	world_start_failed(r, why);
 	return -1;
 }
 
@@ -74,9 +82,15 @@ respawn_now(struct loop *l, void *ctx)
 		return;
 	if (worker_spawn(r->w) < 0) {
 		char why[128];
+		int e = errno;
 
+		if (jail_lost(r->jail)) {
+			world_start_failed(r, "the run's new namespace init "
+			    "died before the worker started");
+			return;
+		}
 		(void)snprintf(why, sizeof why, "cannot start %s: %s",
-		    r->cfg.worker.path, strerror(errno));
+		    r->cfg.worker.path, strerror(e));
 		if (r->dead != NULL)
 			r->dead->recovered_by = "none";
 		recovery_finish_dead(r);
