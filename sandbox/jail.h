@@ -12,8 +12,13 @@
  * joins those namespaces (jail_child_enter) and forks the worker, which
  * takes its identity and Landlock domain (jail_child_worker) and execs.
  *
+ * Should the init be killed from outside (its namespaces die with it),
+ * jail_lost says so and jail_rebuild makes a new init, namespaces and
+ * view from the same plan.
+ *
  * The init kills on request: everything in the namespace, or everything
- * but a few processes (stopped first, so nothing forks meanwhile). It
+ * but a few processes (stopped first, so nothing forks meanwhile; /proc
+ * is scanned again until no scan finds one left to kill). It
  * reaps every orphan of the namespace and remembers how the last ones
  * ended, for the supervisor to ask about a process that is not its
  * child. Nothing a cell can reach takes part in that.

@@ -109,6 +109,8 @@ respawn(struct runner *r, int before_ready)
 		for (i = 1; i < r->start_failures && ms < BACKOFF_MAX_MS; i++)
 			ms *= 2;
 	}
+	/* one start at a time (a standby's death may have asked already) */
+	loop_timer_cancel(r->loop, r->respawn_timer);
 	r->respawn_timer = loop_timer(r->loop, ms, respawn_now, r);
 }
 

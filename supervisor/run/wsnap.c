@@ -184,6 +184,12 @@ worker_drop_snapshot(struct worker *w)
 	if (w->snap.pid > 0)
 		no_snapshot(w, "the run's namespace init died, and the "
 		    "snapshot with it");
+	/* the cgroup a death kept for it goes (removed once empty): the
+	 * next worker gets its own */
+	if (w->state == WORKER_DOWN && w->cg != NULL) {
+		contain_group_free(w->cg);
+		w->cg = NULL;
+	}
 }
 
 static void
