@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import subprocess
+import tempfile
 import time
 
 from agentz_util import AGENTZ, cells
@@ -443,3 +444,49 @@ def test_rebuilds_are_bounded_like_worker_starts(tmp_path):
         "init ended before it reported") + err.count(
         "init died before the worker started") >= 5, err[-3000:]
     assert recs[1]["namespace"] == "lost", brief(recs[1])
+
+
+def test_a_plain_users_run_rebuilds_its_namespaces_too(tmp_path):
+    # a plain user's jail has a user namespace of its own: rebuilt alike
+    import shutil
+    import pytest
+    from agentz_util import binaries_for_any_user
+    if os.geteuid() != 0:
+        prefix = []         # the test's own user is the plain user
+    elif shutil.which("setpriv") is None:
+        pytest.skip("the plain-user case needs setpriv (util-linux)")
+    else:
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534",
+                  "--clear-groups", "--"]
+    ws = tempfile.mkdtemp(prefix="agentz-deaths-")
+    os.chmod(ws, 0o755)
+    if prefix:
+        os.chown(ws, 65534, 65534)
+    try:
+        with binaries_for_any_user() as agentz_bin:
+            p = subprocess.Popen(
+                prefix + [agentz_bin, "exec", "--json", "--cell-timeout",
+                          str(CELL_WAIT), "-"], cwd=ws,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True,
+                env={"HOME": ws, "PATH": "/usr/bin:/bin"})
+            p.stdin.write(cells("x = 1", blocked("one"), STATE).encode())
+            p.stdin.close()
+            p.stdin = None
+            try:
+                wait_for(os.path.join(ws, "one"), p)
+                kill_init(p, "plain user")
+                out, err = p.communicate(timeout=120)
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.communicate()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    err = err.decode("utf-8", "replace")
+    assert p.returncode == 1, err[-3000:]
+    a, b, c = [json.loads(ln) for ln in out.decode().splitlines()]
+    assert b["namespace"] == "lost" and \
+        "the run's namespace init died" in b["detail"], brief(b)
+    assert c["output"].startswith("False False pid:["), brief(c)
+    assert "(rebuild 1)" in err, err[-3000:]
