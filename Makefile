@@ -179,6 +179,7 @@ bench: all
 	$(PY) bench/model_overhead.py $(O)
 	$(PY) bench/isolation.py $(O)
 	$(PY) bench/crash_soak.py $(O)
+	$(PY) bench/death_soak.py $(O)
 	$(PY) bench/soak.py $(O)
 
 FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \

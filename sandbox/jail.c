@@ -96,6 +96,9 @@ struct jail {
 	char *workspace;
 	char desc[256];
 	struct plan *plan;
+	unsigned rebuilds;	/* new inits after a lost one */
+	int built;		/* was active once: never runs a worker
+				 * without it again */
 };
 
 /* What the init reports when the view is up, or which op failed. */
@@ -619,17 +622,43 @@ spared(const int32_t *spare, int n, long pid)
 	return 0;
 }
 
-/* Every pid in this namespace's /proc but 1 and the n spared gets sig;
- * raw getdents64, since malloc may be unusable in this clone child. */
-static void
-signal_others(const int32_t *spare, int n, int sig)
+/* The pids one kill has signalled (a fork bomb's worth; more only
+ * costs another round). */
+#define KILLED_MAX 4096
+/* Rounds of /proc scans one kill makes at most. */
+#define KILL_ROUNDS 64
+
+struct killed {
+	int32_t pid[KILLED_MAX];
+	int n;
+};
+
+static int
+was_killed(const struct killed *k, long pid)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++)
+		if (k->pid[i] == pid)
+			return 1;
+	return 0;
+}
+
+/*
+ * Every pid in this namespace's /proc but 1, the n spared and those
+ * killed already gets SIGKILL; raw getdents64, since malloc may be
+ * unusable in this clone child. Returns how many it signalled (a kill
+ * that finds the pid gone does not count).
+ */
+static int
+kill_others(const int32_t *spare, int n, struct killed *k)
 {
 	char buf[8192];
 	long len, off, pid;
-	int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC), hit = 0;
 
 	if (fd < 0)
-		return;
+		return 0;
 	while ((len = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
 		for (off = 0; off < len; ) {
 			/* struct linux_dirent64: ino 8, off 8, reclen 2,
@@ -638,28 +667,39 @@ signal_others(const int32_t *spare, int n, int sig)
 
 			memcpy(&reclen, buf + off + 16, sizeof reclen);
 			pid = strtol(buf + off + 19, NULL, 10);
-			if (pid > 1 && !spared(spare, n, pid))
-				(void)kill((pid_t)pid, sig);
 			off += reclen;
+			if (pid <= 1 || spared(spare, n, pid) ||
+			    was_killed(k, pid) || kill((pid_t)pid, SIGKILL) < 0)
+				continue;
+			hit++;
+			if (k->n < KILLED_MAX)
+				k->pid[k->n++] = (int32_t)pid;
 		}
 	(void)close(fd);
+	return hit;
 }
 
-/* Everything in the namespace but us and the n spared: stopped first (a
- * pending SIGSTOP also fails a fork in progress, so nothing forks
- * meanwhile), then killed, then the spared go on (SIGCONT also undoes a
- * stop someone else sent them). */
+/*
+ * Everything in the namespace but us and the n spared. With some to
+ * spare, everything is stopped first, then the others are killed, then
+ * the spared go on (SIGCONT also undoes a stop someone else sent them).
+ * Neither kill(-1, SIGSTOP) nor kill(-1, SIGKILL) reaches a child whose
+ * fork was in flight: it appears after the signal (and after a /proc
+ * scan made at once). So the scans go on until one finds nothing left
+ * to kill: whatever forked meanwhile was stopped or killed by then, and
+ * its children are found by the next scan.
+ */
 static void
 kill_all(const int32_t *spare, int n)
 {
-	int i;
+	static struct killed k;
+	int i, round;
 
-	if (n == 0) {
-		(void)kill(-1, SIGKILL);
-		return;
-	}
-	(void)kill(-1, SIGSTOP);
-	signal_others(spare, n, SIGKILL);
+	k.n = 0;
+	(void)kill(-1, n == 0 ? SIGKILL : SIGSTOP);
+	for (round = 0; round < KILL_ROUNDS; round++)
+		if (kill_others(spare, n, &k) == 0)
+			break;
 	for (i = 0; i < n; i++)
 		(void)kill((pid_t)spare[i], SIGCONT);
 }
@@ -965,6 +1005,7 @@ static int
 start_init(struct jail *j, char *err, size_t len)
 {
 	struct init_status s;
+	ssize_t n;
 	int sv[2], flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS;
 
@@ -985,9 +1026,15 @@ start_init(struct jail *j, char *err, size_t len)
 		return -1;
 	}
 	if (wait_readable(j->cmd, READY_WAIT_MS) < 0 ||
-	    read(j->cmd, &s, sizeof s) != (ssize_t)sizeof s) {
+	    (n = read(j->cmd, &s, sizeof s)) < 0) {
 		(void)snprintf(err, len, "the jail's init did not report: %s",
-		    strerror(errno ? errno : EIO));
+		    strerror(errno));
+		return -1;
+	}
+	if (n != (ssize_t)sizeof s) {
+		(void)snprintf(err, len, "the jail's init ended before it "
+		    "reported (killed?)");
+		errno = ESRCH;
 		return -1;
 	}
 	if (s.op != -1) {
@@ -1074,6 +1121,7 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 		return -1;
 	j->landlock = landlock_abi();
 	j->active = 1;
+	j->built = 1;
 	describe(j);
 	return 0;
 }
@@ -1168,6 +1216,90 @@ jail_free(struct jail *j)
 	plan_free(j->plan);
 	free(j->workspace);
 	free(j);
+}
+
+/*
+ * The init of a jail we built is gone: killed from outside (nothing in
+ * the jail can signal it), which killed everything in its namespaces.
+ * Its socket hangs up as it exits (its pidfd polls readable only once
+ * its namespace is empty).
+ */
+int
+jail_lost(const struct jail *j)
+{
+	struct pollfd pf[2];
+	int n = 0;
+
+	if (j == NULL || !j->built)
+		return 0;
+	if (!j->active || j->cmd < 0 || j->pidfd < 0 || j->init <= 0)
+		return 1;
+	pf[n].fd = j->pidfd, pf[n].events = POLLIN, pf[n++].revents = 0;
+	pf[n].fd = j->cmd, pf[n].events = 0, pf[n++].revents = 0;
+	if (poll(pf, (nfds_t)n, 0) <= 0)
+		return 0;
+	return (pf[0].revents & POLLIN) != 0 ||
+	    (pf[1].revents & (POLLHUP | POLLERR)) != 0;
+}
+
+/* The descriptors of a lost init; the init itself is SIGKILLed and
+ * reaped if it has ended (else the run's SIGCHLD sweep reaps it: it is
+ * no longer jail_init_pid). */
+static void
+drop_init(struct jail *j)
+{
+	int i;
+
+	if (j->init > 0) {
+		if (j->pidfd >= 0)
+			(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL,
+			    NULL, 0);
+		(void)waitpid(j->init, NULL, WNOHANG);
+	}
+	j->init = 0;
+	if (j->cmd >= 0)
+		(void)close(j->cmd);
+	if (j->pidfd >= 0)
+		(void)close(j->pidfd);
+	j->cmd = j->pidfd = -1;
+	for (i = 0; i < 5; i++) {
+		if (j->ns[i] >= 0)
+			(void)close(j->ns[i]);
+		j->ns[i] = -1;
+	}
+}
+
+int
+jail_rebuild(struct jail *j, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	if (j == NULL || j->plan == NULL) {
+		errno = EINVAL;
+		(void)snprintf(err, errlen, "no jail to rebuild");
+		return -1;
+	}
+	j->active = 0;
+	drop_init(j);
+	if (start_init(j, err, errlen) < 0) {
+		/* a new init that failed has nothing in its namespaces:
+		 * waiting for it is short */
+		if (j->init > 0) {
+			(void)kill(j->init, SIGKILL);
+			(void)waitpid(j->init, NULL, 0);
+			j->init = 0;
+		}
+		drop_init(j);
+		return -1;
+	}
+	j->active = 1;
+	j->rebuilds++;
+	return 0;
+}
+
+unsigned
+jail_rebuilds(const struct jail *j)
+{
+	return j != NULL ? j->rebuilds : 0;
 }
 
 int

@@ -12,8 +12,13 @@
  * joins those namespaces (jail_child_enter) and forks the worker, which
  * takes its identity and Landlock domain (jail_child_worker) and execs.
  *
+ * Should the init be killed from outside (its namespaces die with it),
+ * jail_lost says so and jail_rebuild makes a new init, namespaces and
+ * view from the same plan.
+ *
  * The init kills on request: everything in the namespace, or everything
- * but a few processes (stopped first, so nothing forks meanwhile). It
+ * but a few processes (stopped first, so nothing forks meanwhile; /proc
+ * is scanned again until no scan finds one left to kill). It
  * reaps every orphan of the namespace and remembers how the last ones
  * ended, for the supervisor to ask about a process that is not its
  * child. Nothing a cell can reach takes part in that.
@@ -57,6 +62,24 @@ struct jail *jail_new(const struct jail_config *c, char *err, size_t errlen);
 void jail_free(struct jail *j);
 
 int jail_active(const struct jail *j);
+
+/*
+ * The jail's init is gone (killed from outside, whatever the cause): its
+ * namespaces died with everything in them, and nothing can be started
+ * there any more. 1 or 0 (also for an inactive jail).
+ */
+int jail_lost(const struct jail *j);
+/*
+ * A new world for a lost jail: a new init, namespaces and view from the
+ * same plan (the worker's uid, the id mapping, masks and pins stay), and
+ * a fresh /tmp and /dev/shm. The old init is reaped if it has ended.
+ * Children started later join the new namespaces (jail_child_enter). 0,
+ * or -1 with errno and err says why; the jail is inactive then (another
+ * jail_rebuild may try again).
+ */
+int jail_rebuild(struct jail *j, char *err, size_t errlen);
+/* How many times the jail was rebuilt. */
+unsigned jail_rebuilds(const struct jail *j);
 /* What is active, e.g. "mountns,pidns,ipcns,utsns,view,uid=1900000000,
  * idmap,landlock=7", or "none (why)". */
 const char *jail_describe(const struct jail *j);

@@ -378,6 +378,14 @@ end_run(struct agent *a, int rc)
 	return rc;
 }
 
+/* The control socket refuses the workers' PID namespace: the one of the
+ * run's init now (a lost one is rebuilt with a new init). */
+static pid_t
+jail_pid_now(const void *runner)
+{
+	return runner_jail_pid(runner);
+}
+
 static int
 agent_run(struct agent *a, const char *wpath)
 {
@@ -426,7 +434,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (a->runner == NULL)
 		return EXIT_WORKER;	/* said why */
 	runner_on_death(a->runner, agent_worker_death, a);
-	ctl_set_jail(a->ctl, runner_jail_pid(a->runner));
+	ctl_set_jail_fn(a->ctl, jail_pid_now, a->runner);
 	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
 		return EXIT_WORKER;

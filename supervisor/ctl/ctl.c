@@ -46,6 +46,8 @@ struct ctl {
 	ctl_handle_fn *fn;
 	void *ctx;
 	pid_t jail_pid;
+	pid_t (*jail_fn)(const void *ctx);	/* the init now, or NULL */
+	const void *jail_ctx;
 	struct conn *conns[CTL_CONNS];
 };
 
@@ -268,7 +270,8 @@ on_accept(struct loop *l, int fd, short revents, void *ctx)
 			say_and_close(cfd, "refused: no peer credentials");
 			continue;
 		}
-		if ((no = ctl_peer_refusal(c->jail_pid, &u, why,
+		if ((no = ctl_peer_refusal(c->jail_fn != NULL ?
+		    c->jail_fn(c->jail_ctx) : c->jail_pid, &u, why,
 		    sizeof why)) != NULL) {
 			log_warnx("control socket: refused a client (%s)", no);
 			(void)snprintf(said, sizeof said, "refused: %s", no);
@@ -368,6 +371,15 @@ ctl_set_jail(struct ctl *c, pid_t init_pid)
 {
 	if (c != NULL)
 		c->jail_pid = init_pid;
+}
+
+void
+ctl_set_jail_fn(struct ctl *c, pid_t (*fn)(const void *ctx), const void *ctx)
+{
+	if (c != NULL) {
+		c->jail_fn = fn;
+		c->jail_ctx = ctx;
+	}
 }
 
 const char *

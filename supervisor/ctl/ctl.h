@@ -107,6 +107,10 @@ struct ctl *ctl_new(struct loop *l, const char *path, ctl_handle_fn *fn,
     void *ctx);
 /* The run's worker PID namespace is the one of init_pid (jail.h). */
 void ctl_set_jail(struct ctl *c, pid_t init_pid);
+/* The same, asked of fn(ctx) at each connection: the run's namespaces
+ * may be rebuilt (a new init) while it lives. */
+void ctl_set_jail_fn(struct ctl *c, pid_t (*fn)(const void *ctx),
+    const void *ctx);
 const char *ctl_path(const struct ctl *c);
 /* Closes every connection and unlinks the socket (if still ours). NULL ok. */
 void ctl_free(struct ctl *c);

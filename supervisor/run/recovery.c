@@ -23,6 +23,54 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
 
+static void respawn(struct runner *r, int before_ready);
+
+/* A start that failed for the world's sake (its rebuild, or a new init
+ * killed as well): a worker that did not start, retried with backoff. */
+static void
+world_start_failed(struct runner *r, const char *why)
+{
+	r->start_failures++;
+	log_warnx("%s, attempt %u of %u", why, r->start_failures,
+	    r->cfg.max_start_failures);
+	if (r->start_failures >= r->cfg.max_start_failures) {
+		if (r->dead != NULL)
+			r->dead->recovered_by = "none";
+		recovery_finish_dead(r);
+		r->ops.fatal(r->ctx, why);
+		return;
+	}
+	respawn(r, 1);
+}
+
+/*
+ * The run's namespace init died (killed from outside: nothing inside can
+ * signal it), and every process of its namespaces with it; nothing can
+ * start there any more. A new init, namespaces and view, before the next
+ * worker; a failure counts as a worker that did not start (retried with
+ * backoff, fatal after max_start_failures). 0: go on and spawn; -1: not
+ * now (a retry or the fatal end is on its way).
+ */
+static int
+rebuild_world(struct runner *r)
+{
+	char err[512], why[640];
+
+	if (!jail_lost(r->jail))
+		return 0;
+	nscells_reset(r);
+	if (jail_rebuild(r->jail, err, sizeof err) == 0) {
+		log_warnx("the run's namespace init died: its namespaces, "
+		    "view, /tmp and /dev/shm were made anew (rebuild %u)",
+		    jail_rebuilds(r->jail));
+		return 0;
+	}
+	(void)snprintf(why, sizeof why, "cannot rebuild the run's "
+	    "namespaces: %s", err);
+	world_start_failed(r, why);
+	return -1;
+}
+
 static void
 respawn_now(struct loop *l, void *ctx)
 {
@@ -30,11 +78,19 @@ respawn_now(struct loop *l, void *ctx)
 
 	(void)l;
 	r->respawn_timer = 0;
+	if (rebuild_world(r) < 0)
+		return;
 	if (worker_spawn(r->w) < 0) {
 		char why[128];
+		int e = errno;
 
+		if (jail_lost(r->jail)) {
+			world_start_failed(r, "the run's new namespace init "
+			    "died before the worker started");
+			return;
+		}
 		(void)snprintf(why, sizeof why, "cannot start %s: %s",
-		    r->cfg.worker.path, strerror(errno));
+		    r->cfg.worker.path, strerror(e));
 		if (r->dead != NULL)
 			r->dead->recovered_by = "none";
 		recovery_finish_dead(r);
@@ -53,6 +109,8 @@ respawn(struct runner *r, int before_ready)
 		for (i = 1; i < r->start_failures && ms < BACKOFF_MAX_MS; i++)
 			ms *= 2;
 	}
+	/* one start at a time (a standby's death may have asked already) */
+	loop_timer_cancel(r->loop, r->respawn_timer);
 	r->respawn_timer = loop_timer(r->loop, ms, respawn_now, r);
 }
 
@@ -70,6 +128,13 @@ standby_now(struct loop *l, void *ctx)
 	r->standby_timer = 0;
 	if (r->standby == NULL || worker_state(r->standby) != WORKER_DOWN)
 		return;
+	/* the world is rebuilt before the next worker of the cells (its
+	 * death is on its way): the standby waits for that */
+	if (jail_lost(r->jail)) {
+		r->standby_failures++;
+		recovery_standby_soon(r);
+		return;
+	}
 	if (worker_spawn(r->standby) < 0)
 		log_warn("cannot start a standby worker");
 }
@@ -98,7 +163,12 @@ standby_death(struct runner *r, const struct worker_death *d)
 	char why[256];
 
 	describe_death(d, why, sizeof why);
-	log_debug("standby worker died: %s", why);
+	/* not our kill: say what the run lost (a warm start) */
+	if (d->reason == NULL)
+		log_warnx("the standby worker died (%s): starting another",
+		    why);
+	else
+		log_debug("standby worker died: %s", why);
 	if (d->before_ready)
 		r->standby_failures++;
 	/* the worker was waiting for this one: start a fresh one instead */
@@ -276,29 +346,77 @@ roll_back_failed(struct runner *r)
 		rolled_back_lost(r, r->dead);
 }
 
+/* What a cell whose worker died with the run's namespace init lost. */
+static void
+note_world_lost(struct cell *c)
+{
+	static const char lost[] = "the run's namespace init died (killed "
+	    "from outside the jail), and every process of its namespaces "
+	    "with it: the namespace (and any snapshot), /tmp and /dev/shm "
+	    "are lost; new namespaces were made";
+	char *d;
+
+	if (c->detail != NULL && strstr(c->detail, lost) != NULL)
+		return;		/* said (a second loss before the repair) */
+	if (asprintf(&d, "%s%s%s", c->detail != NULL ? c->detail : "",
+	    c->detail != NULL ? "; " : "", lost) < 0)
+		return;
+	free(c->detail);
+	c->detail = d;
+	c->namespace_lost = 1;
+	/* (the snapshot may be seen dead already, or not yet) */
+	if (c->snapshot != NULL && (strncmp(c->snapshot, "taken", 5) == 0 ||
+	    strstr(c->snapshot, "killed before it was needed") != NULL)) {
+		free(c->snapshot);
+		c->snapshot = strdup("taken, but the run's namespace init "
+		    "died, and the snapshot with it");
+	}
+}
+
+/* The world is lost: what lived in it is gone or going (the standby
+ * too, though its death may not have been seen yet: never taken over). */
+static void
+world_lost(struct runner *r, struct worker *w)
+{
+	log_warnx("the run's namespace init died: the worker and everything "
+	    "in its namespaces are lost");
+	worker_drop_snapshot(w);
+	if (r->standby != NULL && worker_state(r->standby) != WORKER_DOWN)
+		worker_kill(r->standby, "its namespaces died with the run's "
+		    "namespace init");
+}
+
 void
 recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 {
 	struct runner *r = ctx;
 	struct cell *c = r->current;
 	char why[256];
+	int lost;
 
 	if (w != r->w) {
 		standby_death(r, d);
 		return;
 	}
+	lost = jail_lost(r->jail);
 	describe_death(d, why, sizeof why);
 	hostserve_input_stop(r);
 	runner_cancel_deadline(r);
 	procstat_close(&r->ps);
 	roll_back_failed(r);
+	if (lost)
+		world_lost(r, w);
 	if (c != NULL) {
 		/* what the detail and the record will say, should the
 		 * promotion fail after all (then rolled_back_lost) */
-		c->rolled_back = d->snapshot;
+		c->rolled_back = d->snapshot && !lost;
 		record_death(r, c, d);
 		if (c->rolled_back)
 			c->namespace_lost = 0;
+		if (lost)
+			note_world_lost(c);
+	} else if (lost && r->dead != NULL) {
+		note_world_lost(r->dead);
 	}
 	r->current = NULL;
 	if (r->death_fn != NULL)

@@ -170,10 +170,16 @@ worker_spawn(struct worker *w)
 		errno = EBUSY;
 		return -1;
 	}
+	/* never into dead namespaces, nor without the jail it had */
+	if (jail_lost(w->cfg.jail)) {
+		errno = ESRCH;
+		return -1;
+	}
 	if (w->cg == NULL && contain_has_cgroup(w->cfg.contain) &&
 	    (w->cg = contain_group_new(w->cfg.contain,
 	    wworker_next_gen(w))) == NULL)
 		log_warn("worker cgroup set-up failed; continuing without");
+	w->world = jail_rebuilds(w->cfg.jail);
 	if (wspawn_make_fds(ours, theirs) < 0 || wspawn_fork(w, theirs) < 0) {
 		wspawn_close_fds(ours, WSPAWN_NFDS);
 		wspawn_close_fds(theirs, WSPAWN_NFDS);
@@ -210,6 +216,16 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 }
 
 /* --- death ------------------------------------------------------------ */
+
+/* The jail w lives in is the run's now (not one whose init died and
+ * was rebuilt since: everything of that world is dead already, and a
+ * kill in the new one would reach the workers starting there). */
+static int
+in_jail(const struct worker *w)
+{
+	return jail_active(w->cfg.jail) && !jail_lost(w->cfg.jail) &&
+	    jail_rebuilds(w->cfg.jail) == w->world;
+}
 
 /* The jail's kill, sparing sp[n]; said at -vv. */
 static int
@@ -273,7 +289,7 @@ kill_rest(struct worker *w, int with_snapshot)
 {
 	pid_t spared[JAIL_MAX_SPARE], keep[2];
 
-	if (jail_active(w->cfg.jail))
+	if (in_jail(w))
 		(void)jail_kill_logged(w, "rest", spared,
 		    spare_list(w, with_snapshot, spared));
 	keep[0] = jail_init_pid(w->cfg.jail);
@@ -320,6 +336,26 @@ usage_at_death(const struct worker *w, struct worker_death *d)
 	}
 }
 
+/*
+ * The process we forked (the worker's spawner, init of its PID namespace
+ * without a jail) ended without passing on the worker's status: killed
+ * from outside, unless we killed it. The worker goes with it (its PID
+ * namespace, or the sweep of the jail below): the death says so.
+ */
+static void
+spawner_died(struct worker *w, int status)
+{
+	char why[160];
+
+	if (w->state == WORKER_DYING || w->kill_reason != NULL ||
+	    !WIFSIGNALED(status))
+		return;
+	(void)snprintf(why, sizeof why, "its spawner (pid %ld) died by "
+	    "signal %d (%s), and the worker with it", (long)w->pid,
+	    WTERMSIG(status), strsignal(WTERMSIG(status)));
+	w->kill_reason = strdup(why);
+}
+
 static void
 reap(struct worker *w, int options)
 {
@@ -350,6 +386,8 @@ reap(struct worker *w, int options)
 	if (options != REAP_KILLED && w->status >= 0 &&
 	    read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
+	else if (options != REAP_KILLED && w->status >= 0 && !w->adopted)
+		spawner_died(w, status);
 	/* frames it sent before dying still count (its DONE): the slices
 	 * left for later turns are handled now */
 	wchan_drain(w);
@@ -430,7 +468,7 @@ worker_kill(struct worker *w, const char *reason)
 	 * cgroup (atomic; never with a snapshot to spare: it is in there).
 	 * Then the group (setsid made pgid == pid) and the pid (init of its
 	 * PID namespace: its death ends every process in it). */
-	if (jail_active(w->cfg.jail) && jail_kill_logged(w, "kill", spared,
+	if (in_jail(w) && jail_kill_logged(w, "kill", spared,
 	    spare_list(w, spare != 0, spared)) == 0) {
 		if (w->pidfd >= 0 && w->killed_timer == 0)
 			w->killed_timer = loop_timer(w->loop, 0, killed_event,
@@ -513,7 +551,7 @@ worker_sweep(struct worker *w)
 	pid_t spared[JAIL_MAX_SPARE];
 	size_t n;
 
-	if (!jail_active(w->cfg.jail) || w->ns_pid <= 0) {
+	if (!in_jail(w) || w->ns_pid <= 0) {
 		errno = ENOTSUP;
 		return -1;
 	}

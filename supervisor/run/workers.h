@@ -115,6 +115,9 @@ void worker_drain_output(struct worker *w);
  * 0, or -1 with errno.
  */
 int worker_snapshot(struct worker *w, uint32_t cell);
+/* Forgets the snapshot a death spared (its world is gone: it cannot
+ * take over). */
+void worker_drop_snapshot(struct worker *w);
 /* Why the last cell has no snapshot ("" when it has one). */
 const char *worker_snapshot_why(const struct worker *w);
 /* The names of the threads the snapshot lacks (comma-separated), NULL. */

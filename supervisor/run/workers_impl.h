@@ -55,6 +55,9 @@ struct worker {
 	struct contain_group *cg;	/* this worker's cgroup, or NULL */
 	const struct worker *sib;	/* the run's other worker, or NULL */
 	int adopted;		/* a promoted snapshot: not our child */
+	unsigned world;		/* the jail's rebuilds when it started: a
+				 * worker of a lost world never kills in
+				 * the new one */
 	uint64_t oom_base;	/* the group's OOM kills when adopted */
 	struct wsnap {
 		pid_t pid, ns_pid;	/* 0: none */

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,22 @@ wsnap_forget(struct worker *w)
 	w->snap.pid = w->snap.ns_pid = 0;
 	free(w->snap.threads);
 	w->snap.threads = NULL;
+}
+
+static void no_snapshot(struct worker *w, const char *why);
+
+void
+worker_drop_snapshot(struct worker *w)
+{
+	if (w->snap.pid > 0)
+		no_snapshot(w, "the run's namespace init died, and the "
+		    "snapshot with it");
+	/* the cgroup a death kept for it goes (removed once empty): the
+	 * next worker gets its own */
+	if (w->state == WORKER_DOWN && w->cg != NULL) {
+		contain_group_free(w->cg);
+		w->cg = NULL;
+	}
 }
 
 static void
@@ -374,6 +391,11 @@ wsnap_adopted_status(struct worker *w, int *status, struct rusage *ru)
 		ru->ru_utime.tv_sec = (time_t)(e.cpu_us / 1000000u);
 		ru->ru_utime.tv_usec = (suseconds_t)(e.cpu_us % 1000000u);
 		ru->ru_maxrss = e.maxrss_kb;
+		return;
+	}
+	/* the init that reaped it is gone: it died with its namespaces */
+	if (jail_lost(w->cfg.jail)) {
+		*status = SIGKILL;
 		return;
 	}
 #else

@@ -221,19 +221,21 @@ def test_auto_in_exec_skips_quick_cells_and_covers_slow_ones():
 
 def test_a_large_namespace_rolls_back_within_the_memory_ceiling():
     # 1 GiB built before the cell; the killed cell rewrites every page
-    # (copy-on-write: 2 GiB charged at the end), then spins into its kill.
+    # (copy-on-write: 2 GiB charged at the end), then, once it is done
+    # (its progress, not a deadline, however slow the machine), kills
+    # itself; the deadline is only a safety net.
     build = ("big = bytearray(1 << 30)\n"
              "big[::4096] = b'\\1' * len(range(0, 1 << 30, 4096))")
     rewrite = ("big[::4096] = b'\\2' * len(range(0, 1 << 30, 4096))\n"
-               "sum(range(10**11))")
+               "import os\nos.kill(os.getpid(), 9)")
     check = "print(big[0], big[-4096], len(big))"
     r = agentz_run([build, rewrite, check],
                    args=["--snapshot", "always", "--memory-limit", "3G",
-                         "--cell-timeout", "8", "--grace", "0.5"],
-                   timeout=180, expect_rc=1)
+                         "--cell-timeout", "300", "--grace", "0.5"],
+                   timeout=600, expect_rc=1)
     a, b, c = r.recs
     assert a["status"] == "ok", brief(a)
-    assert b["kind"] == "timeout", brief(b)
+    assert b["kind"] == "crashed" and b["signal"] == 9, brief(b)
     rolled_back(b, 1)
     assert c["output"] == "1 1 %d\n" % (1 << 30), brief(c)
     # both copies were charged to the one ceiling, and fit
