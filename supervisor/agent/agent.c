@@ -386,6 +386,19 @@ jail_pid_now(const void *runner)
 	return runner_jail_pid(runner);
 }
 
+/* No worker before the loop: the stop is decided and recorded as any. */
+static int
+no_worker(struct agent *a, const char *why)
+{
+	int rc;
+
+	agent_stop(a, EXIT_WORKER, why);
+	rc = end_run(a, a->stop_rc);
+	agent_ctl_close(a);
+	notify_stopping();
+	return rc;
+}
+
 static int
 agent_run(struct agent *a, const char *wpath)
 {
@@ -431,13 +444,15 @@ agent_run(struct agent *a, const char *wpath)
 		    runner_containment(a->runner)));
 	}
 	agent_ev_run_start(a);
-	if (a->runner == NULL)
-		return EXIT_WORKER;	/* said why */
+	if (a->runner == NULL)	/* said why */
+		return no_worker(a, "stopping: the worker's world cannot be "
+		    "set up (see above)");
 	runner_on_death(a->runner, agent_worker_death, a);
 	ctl_set_jail_fn(a->ctl, jail_pid_now, a->runner);
 	if (runner_start(a->runner) < 0) {
 		log_warn("cannot start %s", wpath);
-		return EXIT_WORKER;
+		return no_worker(a, "stopping: the worker cannot be started "
+		    "(see above)");
 	}
 	rc = a->cfg.resume ? agent_resume(a) : -1;
 	/* the history reads old cells back from the journal itself */
