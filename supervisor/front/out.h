@@ -57,7 +57,9 @@ void out_record(int stream, const char *p, size_t n);
  * when allowed) a line is written only when it fits whole - never a cut
  * line, however long the reader stalls (a line longer than the empty pipe
  * excepted) - and OUT_FINAL_RESERVE bytes of the pipe are kept for the
- * final lines. At exit, once the reader took nothing for OUT_EXIT_WAIT_MS,
+ * final lines. "Fits" counts the pipe's pages (pipe_model below), not its
+ * free bytes; while the model cannot know them (another writer, a pipe
+ * not yet seen empty), free bytes. At exit, once the reader took nothing for OUT_EXIT_WAIT_MS,
  * the lines still queued are dropped whole, but for the final ones, which
  * then go into that reserve: a reader that stalled completely still finds
  * them at the end of what it reads.
@@ -67,6 +69,33 @@ void out_lines(int stream);
 /* A final line (out_lines; at most 4, together within the reserve): as
  * out_record, and kept at exit when the lines before it are dropped. */
 void out_final(int stream, const char *p, size_t n);
+
+/*
+ * The model of a pipe's slots behind out_lines(): Linux holds a pipe as
+ * F_GETPIPE_SZ / page size pages, not bytes, and a write's remainder goes
+ * behind the last page only when it fits there, so free bytes overstate
+ * the room. The model follows the pages of the bytes one writer wrote on
+ * fd (a pipe it writes without O_DIRECT; NULL: not one, or no memory),
+ * from the first time the pipe is seen empty on.
+ *   look: FIONREAD says what the reader took; call it before fits.
+ *   fits: a write of n bytes would be taken whole, and then a write of
+ *         keep bytes too (0 no, -1 not known now: bytes not ours, or
+ *         the pipe not yet seen empty).
+ *   room: bytes that go in whole pages, keep's pages left.
+ *   wrote: a write of n bytes took r (>0); -1 when that is not what the
+ *         model said would happen: it is off from then on.
+ *   used: slots used (the most of its layouts), UINT_MAX not known.
+ */
+struct pipe_model;
+struct pipe_model *pipe_model_new(int fd);
+void pipe_model_free(struct pipe_model *m);
+int pipe_model_look(struct pipe_model *m);
+int pipe_model_fits(const struct pipe_model *m, size_t n, size_t keep);
+size_t pipe_model_room(const struct pipe_model *m, size_t keep);
+int pipe_model_wrote(struct pipe_model *m, size_t n, size_t r);
+unsigned pipe_model_used(const struct pipe_model *m);
+unsigned pipe_model_slots(const struct pipe_model *m);
+size_t pipe_model_page(const struct pipe_model *m);
 
 /* A line that may be lost (an event carrying live output): queued whole
  * while the queue holds at most OUT_QUEUE_MAX bytes, else dropped whole,

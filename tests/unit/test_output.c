@@ -3,8 +3,8 @@
  * sequence and control dropped, the same however the stream is chunked),
  * model text made visible, the stream redaction of delta events (a secret
  * split across two deltas never comes out), the output queue's
- * line-boundary drops counted in one notice, and a stream of lines never
- * cut in its pipe.
+ * line-boundary drops counted in one notice, a stream of lines never
+ * cut in its pipe, and the model of a pipe's page slots that decides it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -338,6 +340,203 @@ test_lines_are_never_cut(void **state)
 	free(got);
 }
 
+/* The slots a pipe has free now, counted the kernel's way: whole pages
+ * written until it takes no more (each recorded in the model). */
+static unsigned
+free_slots(int w, struct pipe_model *m, size_t page)
+{
+	static char buf[65536];
+	unsigned k = 0;
+
+	memset(buf, 'f', page);
+	assert_int_equal(pipe_model_look(m), 0);
+	while (write(w, buf, page) == (ssize_t)page) {
+		assert_int_equal(pipe_model_wrote(m, page, page), 0);
+		assert_int_equal(pipe_model_look(m), 0);
+		k++;
+	}
+	assert_int_equal(errno, EAGAIN);
+	return k;
+}
+
+/* The reader takes some bytes (or all): 1 in 4 steps. */
+static void
+maybe_read(int r, size_t page)
+{
+	static char buf[1 << 20];
+	size_t want;
+
+	if (rand() % 4 != 0)
+		return;
+	want = rand() % 8 == 0 ? sizeof buf : 1 + (size_t)rand() % (3 * page);
+	(void)read(r, buf, want);
+}
+
+/*
+ * One random run on a pipe of size bytes: the model says a write fits
+ * exactly when the kernel takes it whole, and counts the used slots the
+ * kernel has. race: the reader sometimes empties the pipe between the
+ * model's look and the write (what a reader in another process can do):
+ * then it never says fits for a write the kernel would cut, and never
+ * counts fewer slots than the kernel uses; or, when it cannot tell the
+ * layouts apart any more, says so until it sees the pipe empty.
+ */
+static void
+model_run(int size, int race, unsigned seed)
+{
+	static const size_t sizes[] = { 1, 7, 100, 1000, 2049, 2049, 2049,
+	    3000, 4095, 4096, 4097, 5000, 8193, 15000 };
+	static char buf[1 << 20], sink[1 << 20];
+	struct pipe_model *m;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n;
+	unsigned slots, used, kfree;
+	int p[2], i, f, cut = 0, known, waits = 0;
+	ssize_t w;
+
+	srand(seed);
+	memset(buf, 'x', sizeof buf);
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	assert_true(fcntl(p[1], F_SETPIPE_SZ, size) >= size);
+	m = pipe_model_new(p[1]);
+	assert_non_null(m);
+	slots = pipe_model_slots(m);
+	assert_int_equal(slots, (unsigned)fcntl(p[1], F_GETPIPE_SZ) / page);
+	for (i = 0; i < 20000; i++) {
+		maybe_read(p[0], page);
+		known = pipe_model_look(m) == 0;
+		if (!known && !race)
+			fail_msg("run %d step %d: the model is lost", size, i);
+		waits += !known;
+		if (known && rand() % 50 == 0) {  /* the kernel's slots */
+			used = pipe_model_used(m);
+			kfree = free_slots(p[1], m, page);
+			if (race)
+				assert_true(used >= slots - kfree);
+			else
+				assert_int_equal(used, slots - kfree);
+			continue;
+		}
+		n = rand() % 6 == 0 ? 3 * 5000 : sizes[rand() %
+		    (int)(sizeof sizes / sizeof sizes[0])];
+		f = pipe_model_fits(m, n, 0);
+		assert_true(f == 0 || f == 1 || (f == -1 && !known));
+		if (race && rand() % 5 == 0)
+			while (read(p[0], sink, sizeof sink) > 0)
+				;
+		w = write(p[1], buf, n);
+		assert_true(w > 0 || (w < 0 && errno == EAGAIN));
+		if (f == 1)
+			assert_int_equal(w, (ssize_t)n);
+		else if (!race && w == (ssize_t)n)
+			fail_msg("step %d: %zu bytes taken whole, the model "
+			    "said no (%u of %u slots used)", i, n,
+			    pipe_model_used(m), slots);
+		cut += w > 0 && w < (ssize_t)n;
+		if (w > 0 && pipe_model_wrote(m, n, (size_t)w) != 0)
+			fail_msg("run %d/%d step %d: %zu bytes took %zd, the "
+			    "model is lost", size, race, i, n, w);
+	}
+	assert_true(cut > 0);	/* the full pipe was reached */
+	assert_true(waits < 20000 / 2);
+	pipe_model_free(m);
+	(void)close(p[0]);
+	(void)close(p[1]);
+}
+
+static void
+test_pipe_model(void **state)
+{
+	(void)state;
+	model_run(65536, 0, 18);
+	model_run(16384, 0, 5);
+	model_run(4096, 0, 7);
+	model_run(1 << 20, 0, 1805);
+	model_run(65536, 1, 2);
+	model_run(16384, 1, 3);
+}
+
+/* Another writer on the same pipe: the model says it does not know. */
+static void
+test_pipe_model_other_writer(void **state)
+{
+	struct pipe_model *m;
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	m = pipe_model_new(p[1]);
+	assert_non_null(m);
+	assert_int_equal(write(p[1], "ab\n", 3), 3);
+	assert_int_equal(pipe_model_wrote(m, 3, 3), 0);
+	assert_int_equal(write(p[1], "not ours\n", 9), 9);
+	assert_int_equal(pipe_model_look(m), -1);
+	assert_int_equal(pipe_model_fits(m, 1, 0), -1);
+	pipe_model_free(m);
+	(void)close(p[0]);
+	(void)close(p[1]);
+}
+
+static const size_t line_sizes[] = { 2049, 1000, 5000, 3000, 100, 2049,
+    4097, 15000 };
+
+/*
+ * A child writes a stream of lines (lengths that waste up to half a page
+ * each) and its final lines to a pipe nobody reads, then exits: the pipe
+ * holds the first lines, whole and in order, then the final lines.
+ */
+static void
+test_stalled_reader_gets_final_lines(void **state)
+{
+	static char line[16384];
+	char *got, *q, *e;
+	size_t len, i, k;
+	int p[2], st;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	(void)fflush(stdout);
+	(void)fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		(void)dup2(p[1], 1);
+		(void)close(p[0]);
+		(void)close(p[1]);
+		out_lines(1);
+		for (i = 0; i < 1000; i++) {	/* 4 MB */
+			k = line_sizes[i % (sizeof line_sizes /
+			    sizeof line_sizes[0])];
+			memset(line, 'a' + (int)(i % 26), k - 1);
+			line[k - 1] = '\n';
+			out_line(1, line, k);
+		}
+		out_final(1, "FINAL stop\n", 11);
+		out_final(1, "FINAL run_end\n", 14);
+		exit(0);
+	}
+	(void)close(p[1]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	got = in_pipe(p[0], &len);
+	(void)close(p[0]);
+	assert_true(len > 25);
+	assert_string_equal(got + len - 25, "FINAL stop\nFINAL run_end\n");
+	for (q = got, i = 0; q < got + len - 25; q = e + 1, i++) {
+		e = memchr(q, '\n', (size_t)(got + len - 25 - q));
+		if (e == NULL)
+			fail_msg("line %zu is cut: %zu bytes", i,
+			    (size_t)(got + len - 25 - q));
+		k = line_sizes[i % (sizeof line_sizes / sizeof line_sizes[0])];
+		assert_int_equal((size_t)(e - q) + 1, k);
+		assert_int_equal(q[0], 'a' + (int)(i % 26));
+		assert_int_equal(e[-1], 'a' + (int)(i % 26));
+	}
+	assert_true(i > 10);
+	free(got);
+}
+
 int
 main(void)
 {
@@ -345,6 +544,10 @@ main(void)
 		cmocka_unit_test(test_filter),
 		cmocka_unit_test(test_visible),
 		cmocka_unit_test(test_stream_deltas),
+		cmocka_unit_test(test_pipe_model),
+		cmocka_unit_test(test_pipe_model_other_writer),
+		/* before stdout's queue is set up here: the child's own */
+		cmocka_unit_test(test_stalled_reader_gets_final_lines),
 		cmocka_unit_test(test_queue_drops_lines),
 		cmocka_unit_test(test_queue_cuts_long_line_safely),
 		cmocka_unit_test(test_lines_are_never_cut),
