@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "supervisor/front/out.h"
+#include "supervisor/front/pipemodel.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/text/streamred.h"
 #include "supervisor/text/termout.h"
