@@ -70,7 +70,7 @@ class Run:
     def __init__(self, srv, tmp_path, name, rt, args=(), env=None,
                  agentz=AGENTZ, prefix=(), owner=None):
         self.ws = tmp_path / ("ws-" + name)
-        self.ws.mkdir()
+        self.ws.mkdir(exist_ok=True)
         if owner is not None:
             os.chown(self.ws, owner, owner)
         self.journal = tmp_path / (name + ".jsonl")

@@ -19,6 +19,7 @@ seeing the request, a journal record); no sleep stands in for one.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,6 +187,17 @@ def test_a_stop_in_every_state(tmp_path, rt, path, state):
 
 # --- the worker cannot be started ------------------------------------------------
 
+def worker_in(ws):
+    """A copy of the worker in the workspace ws (made): the one folder of
+    the test's that the worker's view shows wherever the checkout is (a
+    clone under /tmp is hidden by the view's private /tmp), for wrappers
+    that exec it by path."""
+    ws.mkdir(exist_ok=True)
+    copy = ws / "agentz-worker"
+    shutil.copy2(WORKER, copy)
+    return copy
+
+
 def failing_worker(tmp_path):
     """A worker that never gets ready: it exits at once."""
     fake = tmp_path / "agentz-worker-fails"
@@ -223,7 +235,7 @@ def test_the_worker_cannot_be_started_again(tmp_path, rt, state):
     ws = tmp_path / "ws-wr"
     wrapper = tmp_path / "agentz-worker-wrapper"
     wrapper.write_text("#!/bin/sh\nif [ -e %s/fail-now ]; then exit 9; fi\n"
-                       "exec %s \"$@\"\n" % (ws, WORKER))
+                       "exec %s \"$@\"\n" % (ws, worker_in(ws)))
     wrapper.chmod(0o755)
     script, args = STATES[state]
     with ModelServer(script) as srv:
@@ -322,7 +334,7 @@ def test_a_stop_while_the_worker_starts(tmp_path, rt, path):
     wrapper = tmp_path / "agentz-worker-held"
     wrapper.write_text("#!/bin/sh\ntouch %s/started\n"
                        "while [ ! -e %s/go ]; do sleep 0.01; done\n"
-                       "exec %s \"$@\"\n" % (ws, ws, WORKER))
+                       "exec %s \"$@\"\n" % (ws, ws, worker_in(ws)))
     wrapper.chmod(0o755)
     with ModelServer(first(CELL)) as srv:
         run = Run(srv, tmp_path, "ws", rt, args=("--worker", str(wrapper)))
