@@ -289,6 +289,7 @@ line = LINE
 r = {}
 r['root_config'] = t(wr, '.git/config', line.encode(), 'ab')
 r['root_hook'] = t(wr, '.git/hooks/post-checkout', b'#!/bin/sh\n', 'wb')
+r['nested_config'] = t(wr, 'deep/er/nested/.git/config', line.encode(), 'ab')
 r['root_rename'] = t(os.rename, '.git', 'git-moved')
 r['marker'] = t(os.unlink, '.agentz-workspace')
 p = subprocess.run(['git', 'init', '-q', 'sub'], capture_output=True)
@@ -306,11 +307,14 @@ def test_git_is_read_only_and_a_repository_a_cell_makes_is_not_trusted(ctx):
     is read-only in the view, and a repository a cell makes is renamed
     when the run ends, so the operator's prompt-style `git status` runs
     no hook anywhere."""
-    if subprocess.run(["which", "git"], capture_output=True).returncode:
-        pytest.skip("git is not installed")
     spot = ctx.visible_dir("agentz-git-spot-")
     sentinel = os.path.join(spot, "hook-ran")
     assert git(ctx, ctx.ws, "init", "-q").returncode == 0
+    nested = os.path.join(ctx.ws, "deep", "er", "nested")
+    os.makedirs(nested)
+    for d in ("deep", "deep/er", "deep/er/nested"):
+        ctx.who.own(os.path.join(ctx.ws, d))
+    assert git(ctx, nested, "init", "-q").returncode == 0
     with open(os.path.join(ctx.ws, ".git", "config"), "rb") as f:
         config = f.read()
     r = ctx.run([GIT_CELL.replace("LINE", repr(hook_line(sentinel))),
@@ -318,7 +322,7 @@ def test_git_is_read_only_and_a_repository_a_cell_makes_is_not_trusted(ctx):
     a = r.recs[0]
     assert a["status"] == "ok", brief(a)
     res = probe(a)
-    for k in ("root_config", "root_hook"):
+    for k in ("root_config", "root_hook", "nested_config"):
         assert_denied(res[k], DENIED, k)
     assert res["root_rename"] in ("EBUSY", "EROFS", "EPERM", "EACCES"), res
     assert res["marker"] in ("EBUSY", "EROFS", "EPERM", "EACCES"), res
@@ -333,7 +337,8 @@ def test_git_is_read_only_and_a_repository_a_cell_makes_is_not_trusted(ctx):
     assert "renamed to" in r.stderr and "--writable-git" in r.stderr, \
         r.stderr[-2000:]
     # a shell prompt's `git status` in each folder, as the operator
-    for d in (ctx.ws, os.path.join(ctx.ws, "sub"),
+    assert os.path.isdir(os.path.join(nested, ".git")), "the operator's lost"
+    for d in (ctx.ws, nested, os.path.join(ctx.ws, "sub"),
               os.path.join(ctx.ws, "gitfile")):
         git(ctx, d, "status", "--porcelain")
     assert not os.path.exists(sentinel), "the cell's fsmonitor hook ran"
@@ -342,8 +347,6 @@ def test_git_is_read_only_and_a_repository_a_cell_makes_is_not_trusted(ctx):
 def test_git_in_a_fresh_workspace_made_by_a_cell_is_not_trusted(ctx):
     """No repository at the start: a cell's `git init .` in the workspace
     root is renamed too."""
-    if subprocess.run(["which", "git"], capture_output=True).returncode:
-        pytest.skip("git is not installed")
     spot = ctx.visible_dir("agentz-git-spot-")
     sentinel = os.path.join(spot, "hook-ran")
     code = PRELUDE + r'''
@@ -361,8 +364,6 @@ report(init=p.returncode, cfg=t(wr, '.git/config', LINE.encode(), 'ab'))
 def test_writable_git_lets_cells_commit(ctx):
     """--writable-git: the workspace's .git is writable and a repository a
     cell makes is kept (for runs whose work is to commit)."""
-    if subprocess.run(["which", "git"], capture_output=True).returncode:
-        pytest.skip("git is not installed")
     assert git(ctx, ctx.ws, "init", "-q").returncode == 0
     code = PRELUDE + r'''
 import subprocess
@@ -391,8 +392,6 @@ def test_a_repository_made_before_a_supervisor_crash_is_renamed_next_run(ctx):
     the marker still says a run is going on, and the next run there
     renames every .git that was not there when that run started (and
     keeps the operator's)."""
-    if subprocess.run(["which", "git"], capture_output=True).returncode:
-        pytest.skip("git is not installed")
     spot = ctx.visible_dir("agentz-git-spot-")
     sentinel = os.path.join(spot, "hook-ran")
     assert git(ctx, ctx.ws, "init", "-q").returncode == 0
