@@ -25,22 +25,33 @@
 
 static void respawn(struct runner *r, int before_ready);
 
+/*
+ * One more start failed (what said, why the cause): counted, and the run
+ * is over (1: the fatal callback ran) after max_start_failures in a row.
+ */
+static int
+start_failed(struct runner *r, const char *what, const char *why)
+{
+	r->start_failures++;
+	log_warnx("%s%s%s, attempt %u of %u", what, why,
+	    *what != '\0' ? ")" : "", r->start_failures,
+	    r->cfg.max_start_failures);
+	if (r->start_failures < r->cfg.max_start_failures)
+		return 0;
+	if (r->dead != NULL)
+		r->dead->recovered_by = "none";
+	recovery_finish_dead(r);
+	r->ops.fatal(r->ctx, why);
+	return 1;
+}
+
 /* A start that failed for the world's sake (its rebuild, or a new init
  * killed as well): a worker that did not start, retried with backoff. */
 static void
 world_start_failed(struct runner *r, const char *why)
 {
-	r->start_failures++;
-	log_warnx("%s, attempt %u of %u", why, r->start_failures,
-	    r->cfg.max_start_failures);
-	if (r->start_failures >= r->cfg.max_start_failures) {
-		if (r->dead != NULL)
-			r->dead->recovered_by = "none";
-		recovery_finish_dead(r);
-		r->ops.fatal(r->ctx, why);
-		return;
-	}
-	respawn(r, 1);
+	if (!start_failed(r, "", why))
+		respawn(r, 1);
 }
 
 /*
@@ -427,16 +438,8 @@ recovery_death(struct worker *w, const struct worker_death *d, void *ctx)
 	if (c != NULL)
 		nscells_record(r, c);
 	if (d->before_ready) {
-		r->start_failures++;
-		log_warnx("worker did not start (%s), attempt %u of %u", why,
-		    r->start_failures, r->cfg.max_start_failures);
-		if (r->start_failures >= r->cfg.max_start_failures) {
-			if (r->dead != NULL)
-				r->dead->recovered_by = "none";
-			recovery_finish_dead(r);
-			r->ops.fatal(r->ctx, why);
+		if (start_failed(r, "worker did not start (", why))
 			return;
-		}
 	} else if (c == NULL) {
 		log_warnx("worker died between cells (%s); restarting", why);
 	}
