@@ -148,9 +148,8 @@ void agent_show_result(const struct agent *a, const struct cell *c);
 long long agent_tokens(const struct agent *a);
 double agent_cost(const struct agent *a);
 const char *agent_cost_note(const struct agent *a, char *buf, size_t n);
-void agent_count_call(struct agent *a, const char *type, long long tokens_at,
-    size_t bytes);
-void agent_count_call_id(struct agent *a, const char *type,
+/* a call ended (type NULL: well); id: its journal id, -1 none */
+void agent_count_call(struct agent *a, const char *type,
     long long tokens_at, size_t bytes, long long id);
 
 /* calljournal.c: model calls in flight, journaled (counted on resume) */

@@ -248,7 +248,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		msg = a->stop_reason;
 	}
 	agent_ev_request_end(&p->rq, type, msg);
-	agent_count_call_id(a, type, p->tokens_at, p->sent + p->streamed,
+	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed,
 	    p->mark.id);
 	(void)agent_budget_watch(a);	/* its usage may cross a budget */
 	wake_waiting(a);

@@ -62,13 +62,6 @@ agent_cost_note(const struct agent *a, char *buf, size_t n)
 	return buf;
 }
 
-void
-agent_count_call(struct agent *a, const char *type, long long tokens_at,
-    size_t bytes)
-{
-	agent_count_call_id(a, type, tokens_at, bytes, -1);
-}
-
 /*
  * A model call ended: count it, and journal the run's tokens and cost. A
  * call that failed or was cut reports no usage, yet was paid for: its
@@ -78,7 +71,7 @@ agent_count_call(struct agent *a, const char *type, long long tokens_at,
  * none.
  */
 void
-agent_count_call_id(struct agent *a, const char *type, long long tokens_at,
+agent_count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes, long long id)
 {
 	long long total, est;

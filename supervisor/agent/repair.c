@@ -58,7 +58,7 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 	(void)resp;
 	a->recovering = 0;
 	agent_ev_request_end(&a->recovery_req, type, msg);
-	agent_count_call_id(a, type, a->recovery_tokens_at, a->recovery_bytes +
+	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
 	    a->recovery_streamed, a->recovery_mark.id);
 	if (a->stopping)
 		return;		/* nothing new starts */
