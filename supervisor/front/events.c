@@ -148,23 +148,29 @@ redact_tree(json_t *j)
 
 /* --- one event -------------------------------------------------------------- */
 
+/* U+2028 or U+2029 (E2 80 A8/A9) at p[i]: 0xa8 or 0xa9, else 0. */
+static unsigned
+line_sep(const char *p, size_t i, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)p + i;
+
+	return i + 2 < n && u[0] == 0xe2 && u[1] == 0x80 &&
+	    (u[2] & 0xfe) == 0xa8 ? u[2] : 0;
+}
+
 char *
 events_line(const char *json, size_t n, size_t *len)
 {
 	size_t i, k = 0, seps = 0;
 	char *line;
 
-	for (i = 0; i + 2 < n; i++)
-		seps += (unsigned char)json[i] == 0xe2 &&
-		    (unsigned char)json[i + 1] == 0x80 &&
-		    ((unsigned char)json[i + 2] & 0xfe) == 0xa8;
+	for (i = 0; i < n; i++)
+		seps += line_sep(json, i, n) != 0;
 	if ((line = malloc(n + seps * 3 + 2)) == NULL)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		if (i + 2 < n && (unsigned char)json[i] == 0xe2 &&
-		    (unsigned char)json[i + 1] == 0x80 &&
-		    ((unsigned char)json[i + 2] & 0xfe) == 0xa8) {
-			memcpy(line + k, (unsigned char)json[i + 2] == 0xa8 ?
+		if (line_sep(json, i, n) != 0) {
+			memcpy(line + k, line_sep(json, i, n) == 0xa8 ?
 			    "\\u2028" : "\\u2029", 6);
 			k += 6;
 			i += 2;
