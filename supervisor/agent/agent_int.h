@@ -17,7 +17,7 @@
 #include "supervisor/model/hosttools.h"
 #include "supervisor/model/jspan.h"
 #include "supervisor/model/model.h"
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
 #include "supervisor/front/runstop.h"
 #include "supervisor/front/view.h"

@@ -15,7 +15,7 @@
 #include "supervisor/front/config.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
 #include "supervisor/front/tui.h"
 

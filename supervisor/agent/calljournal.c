@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 
 #define CALL_STEP 256	/* tokens: about 1 KiB of stream */
 

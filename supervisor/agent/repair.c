@@ -16,7 +16,7 @@
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/text/said.h"
+#include "supervisor/model/said.h"
 #include "supervisor/front/tui.h"
 
 #define SAID_MAX 300	/* bytes of the model's words in a log line */

@@ -23,7 +23,7 @@
 #include "supervisor/cells/journal.h"
 #include "supervisor/model/jspan.h"
 #include "supervisor/loop/loop.h"
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
 
 /*

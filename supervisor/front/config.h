@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 
 /* --max-parallel-calls: the default and the most accepted */
 #define MAX_PARALLEL_CALLS_DEFAULT	8

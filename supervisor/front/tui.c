@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "supervisor/front/out.h"
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 
 #define FRAME_MS 100
 

@@ -25,7 +25,7 @@
 #include "supervisor/model/http.h"
 #include "supervisor/model/response.h"
 #include "supervisor/model/sse.h"
-#include "supervisor/text/streamred.h"
+#include "supervisor/model/streamred.h"
 
 int
 model_busy(const struct model *m)

@@ -12,7 +12,7 @@
 
 #include "supervisor/model/model_int.h"
 #include "supervisor/model/response.h"
-#include "supervisor/text/streamred.h"
+#include "supervisor/model/streamred.h"
 
 static char *
 redacted(const struct model *m, const char *s, size_t n, size_t *outlen)

@@ -25,7 +25,7 @@
 #include "supervisor/front/out.h"
 #include "supervisor/front/pipemodel.h"
 #include "supervisor/text/redact.h"
-#include "supervisor/text/streamred.h"
+#include "supervisor/model/streamred.h"
 #include "supervisor/text/termout.h"
 
 /* The filter's output for in, fed in chunks of size step. */

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "supervisor/front/config.h"
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 
 #define NITEMS(a)	(sizeof(a) / sizeof((a)[0]))
 

@@ -1,7 +1,7 @@
 /*
  * said.c - a model response as one short, clean line (see said.h).
  */
-#include "supervisor/text/said.h"
+#include "supervisor/model/said.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * streamred.c - per-field stream redaction of model events (see
  * streamred.h).
  */
-#include "supervisor/text/streamred.h"
+#include "supervisor/model/streamred.h"
 
 #include <stdio.h>
 #include <stdlib.h>

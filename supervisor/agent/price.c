@@ -15,7 +15,7 @@
  * overrides the table for the run's model. A wrong entry makes --max-cost
  * stop early or late, so a model is listed only when its prices are known.
  */
-#include "supervisor/model/price.h"
+#include "supervisor/agent/price.h"
 
 #include <ctype.h>
 #include <errno.h>
