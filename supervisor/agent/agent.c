@@ -160,8 +160,8 @@ agent_clear_successor(struct agent *a)
 	a->has_succ = 0;
 }
 
-static enum submit_result
-submit(void *ctx, uint32_t cell, const char *code, size_t len,
+enum submit_result
+agent_submit(void *ctx, uint32_t cell, const char *code, size_t len,
     const char *summary)
 {
 	struct agent *a = ctx;
@@ -190,18 +190,6 @@ submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	    cell), "code", code, len, "summary", summary, "repair",
 	    for_recovery));
 	return for_recovery ? SUBMIT_REPAIR : SUBMIT_OK;
-}
-
-struct host_binding
-agent_binding(struct agent *a, uint32_t cell)
-{
-	struct host_binding b;
-
-	b.cell = cell;
-	b.history = runner_cells(a->runner);
-	b.submit = submit;
-	b.ctx = a;
-	return b;
 }
 
 /* --- the loop ------------------------------------------------------------- */
@@ -438,6 +426,7 @@ agent_run(struct agent *a, const char *wpath)
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
 	a->stops.runner = a->runner;
 	if (a->runner != NULL) {
+		a->tools.history = runner_cells(a->runner);
 		log_info("isolation: %s", runner_isolation(a->runner));
 		(void)agent_record(a, "isolation", json_pack("{s:s, s:s}",
 		    "isolation", runner_isolation(a->runner), "containment",

@@ -1,6 +1,7 @@
 /*
  * agent_int.h - private to the agent run's files (agent.c, prompt.c,
- * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c): the run's state and
+ * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c, tools.c
+ * through tools.h): the run's state and
  * the functions they share. Nothing outside them includes it; the run's
  * public face is agent.h.
  */
@@ -13,9 +14,9 @@
 #include <jansson.h>
 
 #include "proto/proto.h"
+#include "supervisor/agent/tools.h"
 #include "supervisor/front/config.h"
 #include "supervisor/model/hosttools.h"
-#include "supervisor/model/jspan.h"
 #include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
@@ -55,6 +56,7 @@ struct agent {
 	struct runner *runner;
 	struct model *model;
 	struct hosttools *host;
+	struct agent_tools tools;	/* what the host tools act on (tools.h) */
 	struct redact *red;
 	char *instructions;
 	/* the successor registered for cell succ_for */
@@ -130,7 +132,8 @@ int agent_stopping(const struct agent *a);
 int agent_record(struct agent *a, const char *type, json_t *rec);
 int agent_record_cell(struct agent *a, const struct cell *c, int outputs);
 void agent_clear_successor(struct agent *a);
-struct host_binding agent_binding(struct agent *a, uint32_t cell);
+enum submit_result agent_submit(void *ctx, uint32_t cell, const char *code,
+    size_t len, const char *summary);
 void agent_run_cell(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 
@@ -177,10 +180,10 @@ int agent_budget_refuse(struct agent *a, long long more, char *why,
  * is crossed, the streamed estimates counted. */
 int agent_budget_watch(struct agent *a);
 
-/* resume.c: the journal, resuming, the restart note */
-void agent_add_restart_note(struct agent *a, json_t *params, const char *sep);
-char *agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
-    size_t *n);
+/* resume.c: the journal, resuming, the restart note (put ahead of q's
+ * input; returns the bytes it added, 0 when none) */
+size_t agent_add_restart_note(struct agent *a, struct model_req *q,
+    const char *sep);
 int agent_open_journal(struct agent *a);
 int agent_resume(struct agent *a);
 

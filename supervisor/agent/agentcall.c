@@ -19,13 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 
 #include "common/log.h"
 #include "proto/proto.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/hosttools.h"
-#include "supervisor/model/jspan.h"
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
@@ -234,12 +232,13 @@ call_event(void *ctx, const char *json, size_t len)
 static void wake_waiting(struct agent *a);
 
 static void
-call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
+call_done(void *ctx, const struct model_answer *ans, const char *type,
+    const char *msg)
 {
 	struct pending *p = ctx;
 	struct agent *a = p->a;
 	char *s, *clean;
-	size_t n;
+	size_t n, len;
 
 	pending_unlink(p);
 	if (type != NULL && a->stopping && a->stop_rc == EXIT_BUDGET &&
@@ -262,12 +261,12 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		    "full", p->dropped);
 		reply_error(a, p->req, "ModelError", why);
 	} else if (same_worker(p)) {
-		s = json_dumps(resp, JSON_COMPACT);
+		s = model_answer_json(ans, &len);
 		/* no copy when there is no secret to clean */
 		clean = s != NULL && redact_count(a->red) > 0 ?
-		    redact_string(a->red, s, strlen(s), &n) : NULL;
+		    redact_string(a->red, s, len, &n) : NULL;
 		if (clean == NULL && s != NULL)
-			n = strlen(s);
+			n = len;
 		if (clean != NULL || s != NULL)
 			(void)runner_reply(a->runner, p->req, REPLY_OK,
 			    clean != NULL ? clean : s, n);
@@ -320,15 +319,6 @@ agent_call_req(const struct agent *a, uint64_t call)
 	return NULL;
 }
 
-/*
- * A call_me body up to CALL_TREE_MAX is parsed into a jansson tree; a
- * bigger one (image inputs, long histories: up to the frame limit) keeps
- * its input as text, spliced into the request, because the tree of many
- * small items is ~21x its text. Its other parameters are still parsed,
- * and must together stay within CALL_TREE_MAX.
- */
-#define CALL_TREE_MAX ((size_t)1 << 20)
-
 static struct pending *
 pending_new(struct agent *a, const struct msg_request *q)
 {
@@ -367,98 +357,16 @@ call_started(struct pending *p, uint64_t id)
 		pending_free(p);
 }
 
-/* The parameters other than input, parsed, and input as a span. */
-static json_t *
-split_params(struct jspan params, struct jspan *input, char *err, size_t size)
-{
-	struct jspan_iter it;
-	struct jspan k, v;
-	struct buf rest;
-	json_t *j = NULL;
-
-	*input = (struct jspan){ NULL, 0 };
-	buf_init(&rest);
-	if (jspan_iter_init(&it, params) != '{') {
-		(void)snprintf(err, size, "call_me: the parameters must be "
-		    "keyword arguments");
-		return NULL;
-	}
-	(void)buf_append(&rest, "{", 1);
-	while (jspan_iter_next(&it, &k, &v)) {
-		if (jspan_is(k, "input")) {
-			*input = v;
-			continue;
-		}
-		if ((rest.len > 1 && buf_append(&rest, ",", 1) < 0) ||
-		    buf_append(&rest, k.p - 1, (size_t)(v.p + v.n - k.p + 1)) < 0)
-			break;
-	}
-	if (rest.len + 1 > CALL_TREE_MAX)
-		(void)snprintf(err, size, "call_me: the parameters other than "
-		    "input are %zu bytes, over their %zu-byte cap", rest.len + 1,
-		    CALL_TREE_MAX);
-	else if (buf_append(&rest, "}", 1) == 0)
-		j = json_loadb((const char *)rest.data, rest.len, 0, NULL);
-	buf_clear(&rest);
-	return j;
-}
-
-static void
-call_start_raw(struct agent *a, struct pending *p, struct jspan body)
-{
-	struct jspan k, v, params = { 0 };
-	struct jspan input;
-	struct jspan_iter it;
-	struct host_binding b;
-	char err[160] = "call_me: the request body is not valid JSON";
-	char *noted;
-	size_t n = 0;
-	int stream = 0;
-	json_t *rest = NULL;
-
-	if (jspan_valid(body.p, body.n) && jspan_iter_init(&it, body) == '{') {
-		while (jspan_iter_next(&it, &k, &v)) {
-			if (jspan_is(k, "params"))
-				params = v;
-			else if (jspan_is(k, "stream"))
-				stream = jspan_is(v, "true");
-		}
-	}
-	if (params.p != NULL && (rest = split_params(params, &input, err,
-	    sizeof err)) != NULL && jspan_kind(input) != '"' &&
-	    jspan_kind(input) != '[') {
-		(void)snprintf(err, sizeof err, "call_me: input must be a string "
-		    "or a list of items");
-		json_decref(rest);
-		rest = NULL;
-	}
-	if (rest == NULL) {
-		reply_error(a, p->req, "TypeError", err);
-		pending_free(p);
-		return;
-	}
-	noted = agent_restart_note_raw(a, input, "\n\n", &n);
-	if (noted != NULL)
-		input = (struct jspan){ noted, n };
-	b = agent_binding(a, p->cell);
-	call_begin(a, p, p->cell);
-	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
-	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
-	    &call_ops, p));
-	free(noted);
-	json_decref(rest);
-}
-
 /*
  * Starts p's model call for its cell (p->cell), the request's body given
- * (borrowed): refused with BudgetExceeded when a budget is spent.
+ * (borrowed): refused with BudgetExceeded when a budget is spent. The
+ * body's input stays text (model.h: model_req).
  */
 static void
 call_start(struct agent *a, struct pending *p, const char *text, size_t len)
 {
-	struct host_binding b;
+	struct model_req *q;
 	char why[512];
-	json_t *body;
 	int stream;
 
 	/* its own input is paid as soon as it is sent: counted */
@@ -468,26 +376,19 @@ call_start(struct agent *a, struct pending *p, const char *text, size_t len)
 		pending_free(p);
 		return;
 	}
-	if (len > CALL_TREE_MAX) {
-		call_start_raw(a, p, (struct jspan){ text, len });
-		return;
-	}
-	body = json_loadb(text, len, 0, NULL);
-	if (!json_is_object(body)) {	/* hostreq.c routes only call_me here */
-		reply_error(a, p->req, "TypeError", "call_me: the request body "
-		    "is not a JSON object");
-		json_decref(body);
+	/* hostreq.c routes only call_me here */
+	if ((q = model_req_parse(text, len, &stream, why, sizeof why)) ==
+	    NULL) {
+		reply_error(a, p->req, "TypeError", why);
 		pending_free(p);
 		return;
 	}
-	agent_add_restart_note(a, json_object_get(body, "params"), "\n\n");
-	b = agent_binding(a, p->cell);
-	stream = json_is_true(json_object_get(body, "stream"));
+	(void)agent_add_restart_note(a, q, "\n\n");
 	call_begin(a, p, p->cell);
 	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
-	call_started(p, model_call(a->model, json_object_get(body, "params"),
-	    stream, &b, &call_ops, p));
-	json_decref(body);
+	call_started(p, model_call(a->model, q, stream, p->cell, &call_ops,
+	    p));
+	model_req_free(q);
 }
 
 /* Model calls of cell in flight. */

@@ -136,6 +136,7 @@ int
 agent_setup_model(struct agent *a)
 {
 	struct model_config mc;
+	struct host_tools ht;
 	const char *key = getenv("OPENAI_API_KEY");
 
 	if ((key == NULL || *key == '\0') && config_needs_key(a->cfg.base_url)) {
@@ -144,7 +145,10 @@ agent_setup_model(struct agent *a)
 		return -1;
 	}
 	a->instructions = make_instructions(&a->cfg);
-	a->host = hosttools_new();
+	a->tools.submit = agent_submit;
+	a->tools.ctx = a;
+	ht = agent_tools_host(&a->tools);
+	a->host = hosttools_new(&ht);
 	memset(&mc, 0, sizeof mc);
 	mc.base_url = a->cfg.base_url;
 	mc.api_key = key != NULL && *key != '\0' ? key : NULL;

@@ -16,7 +16,6 @@
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/model/said.h"
 #include "supervisor/front/tui.h"
 
 #define SAID_MAX 300	/* bytes of the model's words in a log line */
@@ -36,9 +35,9 @@ agent_failed(struct agent *a, struct cell *c, int ran)
 
 /* The repair answer held no cell: say what the model said instead. */
 static void
-no_repair_cell(const struct agent *a, const json_t *resp)
+no_repair_cell(const struct agent *a, const struct model_answer *ans)
 {
-	char *said = said_text(resp, a->red, SAID_MAX);
+	char *said = model_answer_said(ans, a->red, SAID_MAX);
 
 	if (said != NULL && *said != '\0')
 		log_warnx("the model did not submit a repair cell; it said: %s",
@@ -50,12 +49,11 @@ no_repair_cell(const struct agent *a, const json_t *resp)
 }
 
 static void
-recovery_done(void *ctx, const json_t *resp, const char *type,
+recovery_done(void *ctx, const struct model_answer *ans, const char *type,
     const char *msg)
 {
 	struct agent *a = ctx;
 
-	(void)resp;
 	a->recovering = 0;
 	agent_ev_request_end(&a->recovery_req, type, msg);
 	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
@@ -72,7 +70,7 @@ recovery_done(void *ctx, const json_t *resp, const char *type,
 		return;
 	}
 	if (type == NULL)
-		no_repair_cell(a, resp);
+		no_repair_cell(a, ans);
 	agent_failed(a, a->failed, 0);
 }
 
@@ -104,9 +102,9 @@ static const struct model_call_ops recovery_ops = {
 void
 agent_start_recovery(struct agent *a)
 {
-	json_t *rec = json_pack("{s:s}", "task", a->task), *params;
-	struct host_binding b;
-	char *text, *clean, why[512];
+	json_t *rec = json_pack("{s:s}", "task", a->task);
+	struct model_req *q;
+	char *text, *clean, *input, why[512];
 	uint64_t req, call;
 	size_t n;
 
@@ -124,28 +122,28 @@ agent_start_recovery(struct agent *a)
 	clean = text != NULL ? redact_string(a->red, text, strlen(text), &n) :
 	    NULL;
 	free(text);
-	if (clean == NULL) {
+	if (clean == NULL || asprintf(&input, "%s%s", RECOVERY_PREFIX,
+	    clean) < 0 || (q = model_req_text(input)) == NULL) {
+		free(clean);
 		agent_stop(a, EXIT_FAILED, "out of memory");
 		return;
 	}
-	params = json_pack("{s:s+}", "input", RECOVERY_PREFIX, clean);
 	free(clean);
 	/* on the first line: the failed cell's record stays the rest */
-	agent_add_restart_note(a, params, " ");
+	n = strlen(input) + agent_add_restart_note(a, q, " ");
+	free(input);
 	agent_clear_successor(a);
 	a->recovering = 1;
 	a->recovery_tokens_at = model_total_tokens(a->model);
-	a->recovery_bytes = strlen(json_string_value(json_object_get(params,
-	    "input")));
+	a->recovery_bytes = n;
 	a->recovery_streamed = 0;
 	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
-	b = agent_binding(a, a->recovery_for);
 	agent_ev_repair(a, a->failed);
 	agent_ev_request_start(&a->recovery_req, a->failed->n, "repair", 0);
 	req = a->recovery_req.n;
 	agent_call_opened(a, &a->recovery_mark, a->recovery_bytes);
-	call = model_call(a->model, params, 0, &b, &recovery_ops, a);
+	call = model_call(a->model, q, 0, a->recovery_for, &recovery_ops, a);
 	if (a->recovery_req.n == req)	/* not ended and asked again */
 		a->recovery_req.call = call;
-	json_decref(params);
+	model_req_free(q);
 }

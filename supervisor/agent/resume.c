@@ -21,8 +21,8 @@
 #include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/cells/journal.h"
-#include "supervisor/model/jspan.h"
 #include "supervisor/loop/loop.h"
+#include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
 
@@ -30,71 +30,19 @@
  * The first model request after a resume carries the supervisor's note
  * (what happened to the cell that was running) ahead of its input.
  */
-void
-agent_add_restart_note(struct agent *a, json_t *params, const char *sep)
+size_t
+agent_add_restart_note(struct agent *a, struct model_req *q, const char *sep)
 {
-	json_t *in = json_object_get(params, "input"), *msg;
-	char *text;
+	size_t n;
 
-	if (a->restart_note == NULL || !json_is_object(params))
-		return;
-	if (json_is_string(in) && asprintf(&text, "%s%s%s",
-	    a->restart_note, sep, json_string_value(in)) >= 0) {
-		(void)json_object_set_new(params, "input", json_string(text));
-		free(text);
-	} else if (json_is_array(in)) {
-		msg = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
-		    "developer", "content", a->restart_note);
-		(void)json_array_insert_new(in, 0, msg);
-	} else {
-		return;		/* model_call says what is wrong with it */
-	}
+	if (a->restart_note == NULL || model_req_note(q, a->restart_note,
+	    sep) != 1)
+		return 0;	/* model_call says what is wrong with it */
+	n = strlen(a->restart_note) + strlen(sep);
 	free(a->restart_note);
 	a->restart_note = NULL;
 	agent_op_notes_delivered(a);
-}
-
-/* The restart note ahead of an input kept as text (see add_restart_note):
- * the new text (malloc'ed, *n), or NULL when there is no note. */
-char *
-agent_restart_note_raw(struct agent *a, struct jspan in, const char *sep,
-    size_t *n)
-{
-	char *note = NULL, *head = NULL, *out = NULL;
-	struct jspan_iter it;
-	struct jspan v;
-	json_t *j;
-
-	if (a->restart_note == NULL || asprintf(&note, "%s%s",
-	    a->restart_note, sep) < 0)
-		return NULL;
-	if (jspan_kind(in) == '"')
-		j = json_string(note);
-	else
-		j = json_pack("{s:s, s:s, s:s}", "type", "message", "role",
-		    "developer", "content", a->restart_note);
-	head = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-	json_decref(j);
-	free(note);
-	if (head == NULL)
-		return NULL;
-	if (jspan_kind(in) == '"') {	/* "note + "rest of the string */
-		if (asprintf(&out, "%.*s%.*s", (int)strlen(head) - 1, head,
-		    (int)in.n - 1, in.p + 1) < 0)
-			out = NULL;
-	} else if (jspan_iter_init(&it, in) == '[') {
-		if (asprintf(&out, "[%s%s%.*s", head, jspan_iter_next(&it,
-		    NULL, &v) ? "," : "", (int)in.n - 1, in.p + 1) < 0)
-			out = NULL;
-	}
-	free(head);
-	if (out != NULL) {
-		*n = strlen(out);
-		free(a->restart_note);
-		a->restart_note = NULL;
-		agent_op_notes_delivered(a);
-	}
-	return out;
+	return n;
 }
 
 static json_t *

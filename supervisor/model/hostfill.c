@@ -1,8 +1,8 @@
 /*
- * hostfill.c - building the next request's input (see hosttools.h): the
- * continuation after a host-only response, and filling the stored host
- * outputs into a caller's request, each both on a jansson tree and on an
- * input kept as JSON text (spans).
+ * hostfill.c - building the next request's input (see hosttools_int.h):
+ * the continuation after a host-only response, and filling the stored
+ * host outputs into a caller's request, on an input kept as JSON text
+ * (spans), never parsed into a tree.
  */
 #include "supervisor/model/hosttools_int.h"
 
@@ -13,50 +13,10 @@
 
 #include "common/buf.h"
 
-/* input as an array: a string is one user message. New reference. */
-static json_t *
-input_array(const json_t *input)
-{
-	if (json_is_array(input))
-		return json_deep_copy(input);
-	if (json_is_string(input))
-		return json_pack("[{s:s, s:O}]", "role", "user", "content",
-		    input);
-	return json_array();
-}
-
-json_t *
-hosttools_continuation(const json_t *input, const json_t *response,
-    const json_t *outputs)
-{
-	json_t *next = input_array(input), *item, *copy;
-	const char *type;
-	size_t i;
-
-	json_array_foreach(json_object_get(response, "output"), i, item) {
-		copy = json_deep_copy(item);
-		type = json_string_value(json_object_get(item, "type"));
-		/* status is output-only on function_call items */
-		if (type != NULL && strcmp(type, "function_call") == 0)
-			(void)json_object_del(copy, "status");
-		(void)json_array_append_new(next, copy);
-	}
-	(void)json_array_extend(next, (json_t *)(uintptr_t)outputs);
-	return next;
-}
-
 static const char *
 item_str(const json_t *item, const char *key)
 {
 	return json_string_value(json_object_get(item, key));
-}
-
-static int
-is_type(const json_t *item, const char *type)
-{
-	const char *t = item_str(item, "type");
-
-	return t != NULL && strcmp(t, type) == 0;
 }
 
 /* The stored outputs of the response prev_id (may be NULL), or NULL. */
@@ -89,61 +49,6 @@ host_output(const struct hosttools *h, const char *type, const char *cid)
 		return NULL;
 	return json_object_get(h->by_call, cid);
 }
-
-/* call_ids whose outputs the host provides for this input. */
-static json_t *
-host_ids(struct hosttools *h, const json_t *prev, const json_t *input)
-{
-	json_t *ids = prev_ids(prev), *item;
-	const char *cid;
-	size_t i;
-
-	json_array_foreach(input, i, item) {
-		cid = item_str(item, "call_id");
-		if (host_output(h, item_str(item, "type"), cid) != NULL)
-			(void)json_object_set_new(ids, cid, json_true());
-	}
-	return ids;
-}
-
-void
-hosttools_fill(struct hosttools *h, json_t *body)
-{
-	json_t *prev = prev_outputs(h, item_str(body,
-	    "previous_response_id"));
-	json_t *input, *ids, *added, *next, *item, *stored;
-	const char *cid;
-	size_t i;
-
-	input = input_array(json_object_get(body, "input"));
-	ids = host_ids(h, prev, input);
-	if (json_object_size(ids) == 0) {
-		json_decref(input);
-		json_decref(ids);
-		return;
-	}
-	next = json_array();
-	added = prev_ids(prev);
-	(void)json_array_extend(next, prev);
-	json_array_foreach(input, i, item) {
-		cid = item_str(item, "call_id");
-		if (is_type(item, "function_call_output") && cid != NULL &&
-		    json_object_get(ids, cid) != NULL)
-			continue;	/* replaced by the host's own output */
-		(void)json_array_append(next, item);
-		stored = host_output(h, item_str(item, "type"), cid);
-		if (stored != NULL && json_object_get(added, cid) == NULL) {
-			(void)json_array_append(next, stored);
-			(void)json_object_set_new(added, cid, json_true());
-		}
-	}
-	(void)json_object_set_new(body, "input", next);
-	json_decref(input);
-	json_decref(ids);
-	json_decref(added);
-}
-
-/* --- the same on input kept as text ---------------------------------------- */
 
 /* A plain (unescaped) string value's text into out (NUL-terminated), or
  * "" when it is escaped, too long or no string. */
@@ -210,8 +115,8 @@ raw_ids(struct hosttools *h, const json_t *prev, struct jspan input)
 	return ids;
 }
 
-/* The input's items, with the host's outputs placed as hosttools_fill
- * does; n counts the items out so far. */
+/* The input's items, with the host's outputs placed (h NULL: none);
+ * n counts the items out so far. */
 static int
 raw_items(struct hosttools *h, struct jspan input, json_t *ids,
     json_t *added, struct buf *b, size_t *n)
@@ -254,7 +159,7 @@ raw_items(struct hosttools *h, struct jspan input, json_t *ids,
 }
 
 char *
-hosttools_fill_raw(struct hosttools *h, const char *prev_id,
+hosttools_fill(struct hosttools *h, const char *prev_id,
     struct jspan input, size_t *outlen)
 {
 	json_t *prev = prev_outputs(h, prev_id);
@@ -284,34 +189,61 @@ hosttools_fill_raw(struct hosttools *h, const char *prev_id,
 	return (char *)b.data;		/* not NUL-terminated: *outlen */
 }
 
+/* The response's output items as the next input has them: function_call
+ * items without "status" (output-only). */
+static int
+put_output_items(struct buf *b, const json_t *response, size_t *n)
+{
+	const char *type;
+	json_t *item, *copy;
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(json_object_get(response, "output"), i, item) {
+		type = item_str(item, "type");
+		if (type == NULL || strcmp(type, "function_call") != 0) {
+			rc = put_json(b, item, (*n)++ > 0);
+		} else if ((copy = json_copy((json_t *)(uintptr_t)item)) ==
+		    NULL) {
+			rc = -1;
+		} else {
+			(void)json_object_del(copy, "status");
+			rc = put_json(b, copy, (*n)++ > 0);
+			json_decref(copy);
+		}
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
 char *
-hosttools_continuation_raw(struct jspan input, const json_t *response,
+hosttools_continuation(struct jspan input, const json_t *response,
     const json_t *outputs, size_t *outlen)
 {
-	json_t *empty = json_array(), *tail;
 	struct jspan_iter it;
 	struct jspan v;
 	struct buf b;
 	size_t n = 0, i;
 	int rc;
 
-	tail = hosttools_continuation(empty, response, outputs);
-	json_decref(empty);
 	buf_init(&b);
-	rc = tail == NULL || buf_append(&b, "[", 1) < 0;
+	rc = buf_append(&b, "[", 1) < 0;
 	if (rc == 0 && jspan_kind(input) == '"')
 		rc = raw_items(NULL, input, NULL, NULL, &b, &n);
-	else if (rc == 0 && jspan_iter_init(&it, input) == '[')
+	else if (rc == 0 && jspan_kind(input) == '[' &&
+	    jspan_iter_init(&it, input) == '[')
 		while (rc == 0 && jspan_iter_next(&it, NULL, &v))
 			rc = (n++ > 0 && buf_append(&b, ",", 1) < 0) ||
 			    buf_append(&b, v.p, v.n) < 0;
-	for (i = 0; rc == 0 && i < json_array_size(tail); i++)
-		rc = put_json(&b, json_array_get(tail, i), n++ > 0);
-	json_decref(tail);
+	if (rc == 0)
+		rc = put_output_items(&b, response, &n);
+	for (i = 0; rc == 0 && i < json_array_size(outputs); i++)
+		rc = put_json(&b, json_array_get(outputs, i), n++ > 0);
 	if (rc != 0 || buf_append(&b, "]", 1) < 0) {
 		buf_clear(&b);
 		return NULL;
 	}
 	*outlen = b.len;
-	return (char *)b.data;
+	return (char *)b.data;		/* not NUL-terminated: *outlen */
 }

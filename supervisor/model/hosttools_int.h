@@ -1,7 +1,9 @@
 /*
- * hosttools_int.h - private to the host tools' files (hosttools.c,
- * hoststore.c, hostfill.c): their shared state and the functions they
- * share. Nothing else includes it; the public face is hosttools.h.
+ * hosttools_int.h - private to the model client: the host tools' shared
+ * state (hosttools.c: running the host calls of a response; hoststore.c:
+ * their outputs kept; hostfill.c: the next request's input) and what
+ * model.c calls. Nothing outside model/ includes it (but unit tests);
+ * the public face is hosttools.h.
  */
 #ifndef AGENTZ_HOSTTOOLS_INT_H
 #define AGENTZ_HOSTTOOLS_INT_H
@@ -12,6 +14,15 @@
 #include <jansson.h>
 
 #include "supervisor/model/hosttools.h"
+#include "supervisor/model/jspan.h"
+#include "supervisor/text/redact.h"
+
+enum host_verdict {
+	HOST_NO_CALLS,		/* hand the response back */
+	HOST_ONLY,		/* continue immediately, invisibly */
+	HOST_EXTERNAL,		/* other tool calls: hand back */
+	HOST_ABORT		/* NextCellAlreadyScheduled: raise in the cell */
+};
 
 /* One stored output, in the order stored (the oldest is evicted first). */
 struct stored {
@@ -22,6 +33,7 @@ struct stored {
 };
 
 struct hosttools {
+	struct host_tools tools;
 	json_t *defs;
 	json_t *by_response;	/* response id -> [function_call_output] */
 	json_t *by_call;	/* call_id -> function_call_output item */
@@ -29,6 +41,42 @@ struct hosttools {
 	size_t bytes, budget;
 	uint32_t live_from;	/* cells below are over */
 };
+
+/* The host tool definitions appended to every request (borrowed). */
+const json_t *hosttools_definitions(const struct hosttools *h);
+
+/*
+ * Runs the host calls of a completed response (borrowed) made by cell
+ * and stores their outputs. *outputs gets a new array of
+ * function_call_output items. On HOST_ABORT *err gets a malloc'ed message
+ * for the cell. Every tool output is cleaned of secrets by red (may be
+ * NULL).
+ */
+enum host_verdict hosttools_handle(struct hosttools *h,
+    const json_t *response, uint32_t cell, const struct redact *red,
+    json_t **outputs, char **err);
+
+/*
+ * The input of a request is JSON text (a string, an array of items, or
+ * empty: none); the items are inspected one at a time as spans and
+ * copied as text, never parsed into a tree.
+ *
+ * hosttools_continuation: the next round's input after a host-only
+ * response: input (a string is one user message) + the response's
+ * output items (function_call items without "status") + the host
+ * outputs. Malloc'ed (*outlen bytes, not NUL-terminated), NULL / ENOMEM.
+ *
+ * hosttools_fill: the input of a caller's request with the stored host
+ * outputs added: those of prev_id (the request's previous_response_id,
+ * or NULL) first, and after every function_call item of its input whose
+ * call_id has a stored output; caller-written outputs with those
+ * call_ids dropped. Malloc'ed (*outlen), or NULL when nothing changes (or
+ * out of memory: the input goes as it was).
+ */
+char *hosttools_continuation(struct jspan input, const json_t *response,
+    const json_t *outputs, size_t *outlen);
+char *hosttools_fill(struct hosttools *h, const char *prev_id,
+    struct jspan input, size_t *outlen);
 
 /* A function_call_output item for call_id. New reference. */
 json_t *hosttools_output_item(const char *call_id, const char *text);

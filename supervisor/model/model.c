@@ -9,8 +9,9 @@
  *
  * This file owns the model object, the calls and their rounds. A
  * round's stream is read in model_stream.c, failures and outage waits are
- * model_outage.c's, a call with text input keeps its wire in
- * model_wire.c; their shared state is model_int.h.
+ * model_outage.c's, the request text (its input kept as text) is
+ * model_wire.c's, the request and the answer as the caller sees them
+ * model_req.c's; their shared state is model_int.h.
  */
 #include "supervisor/model/model.h"
 
@@ -24,6 +25,7 @@
 #include "common/log.h"
 #include "supervisor/model/http.h"
 #include "supervisor/model/response.h"
+#include "supervisor/model/rewrite.h"
 #include "supervisor/model/sse.h"
 #include "supervisor/model/streamred.h"
 
@@ -77,7 +79,7 @@ static void
 call_free(struct call *c)
 {
 	loop_timer_cancel(c->m->loop, c->wait_timer);
-	json_decref(c->body);
+	free(c->head);
 	free(c->wire);
 	sse_free(c->sse);
 	response_free(c->resp);
@@ -150,11 +152,12 @@ void
 call_finish(struct call *c, const json_t *resp, const char *type,
     const char *msg)
 {
+	struct model_answer ans = { resp };
 	struct model *m = c->m;
 
 	unlink_call(m, c);
 	call_stats(c);
-	c->ops.done(c->ctx, resp, type, msg);
+	c->ops.done(c->ctx, resp != NULL ? &ans : NULL, type, msg);
 	call_free(c);
 }
 
@@ -162,7 +165,7 @@ call_finish(struct call *c, const json_t *resp, const char *type,
 static void
 round_done(struct call *c)
 {
-	json_t *resp = response_result(c->resp), *outputs = NULL, *next;
+	json_t *resp = response_result(c->resp), *outputs = NULL;
 	const struct response_usage *u = response_usage(c->resp);
 	enum host_verdict v;
 	char *err = NULL, buf[160];
@@ -177,7 +180,8 @@ round_done(struct call *c)
 		c->st.usage.output += u->output_tokens;
 		c->st.usage.total += u->total_tokens;
 	}
-	v = hosttools_handle(c->m->h, resp, &c->b, c->m->red, &outputs, &err);
+	v = hosttools_handle(c->m->h, resp, c->cell, c->m->red, &outputs,
+	    &err);
 	if (v == HOST_ABORT) {
 		json_decref(outputs);
 		call_finish(c, NULL, "NextCellAlreadyScheduled", err ? err : "");
@@ -188,7 +192,7 @@ round_done(struct call *c)
 		json_decref(outputs);
 		(void)snprintf(buf, sizeof buf, "Cell %u has finished: the "
 		    "model's answer called only host tools and is not "
-		    "continued", c->b.cell);
+		    "continued", c->cell);
 		call_finish(c, NULL, "ModelError", buf);
 		return;
 	}
@@ -199,17 +203,9 @@ round_done(struct call *c)
 		call_finish(c, NULL, "ModelError", buf);
 		return;
 	}
-	if (v == HOST_ONLY && c->wire != NULL) {
-		call_continue_raw(c, resp, outputs);
-		json_decref(outputs);
-		return;
-	}
 	if (v == HOST_ONLY) {
-		next = hosttools_continuation(json_object_get(c->body, "input"),
-		    resp, outputs);
-		(void)json_object_set_new(c->body, "input", next);
+		call_continue(c, resp, outputs);
 		json_decref(outputs);
-		call_round(c);
 		return;
 	}
 	json_decref(outputs);
@@ -261,7 +257,6 @@ call_round(struct call *c)
 	static const struct http_callbacks cb = { NULL, call_data, on_done };
 	const char *headers[4];
 	struct http_request_opts o;
-	char *body;
 	size_t n = 0;
 
 	sse_free(c->sse);
@@ -272,10 +267,7 @@ call_round(struct call *c)
 	c->sse_err = 0;
 	c->sse = sse_new(call_sse, c, SSE_MAX_EVENT_DEFAULT);
 	c->resp = response_new();
-	body = c->wire != NULL ? NULL : json_dumps(c->body, JSON_COMPACT);
-	if (c->sse == NULL || c->resp == NULL || (body == NULL &&
-	    c->wire == NULL)) {
-		free(body);
+	if (c->sse == NULL || c->resp == NULL) {
 		call_finish(c, NULL, "ModelError", "out of memory");
 		return;
 	}
@@ -286,9 +278,9 @@ call_round(struct call *c)
 	headers[n] = NULL;
 	memset(&o, 0, sizeof o);
 	o.url = c->m->url;
-	o.body = body != NULL ? body : c->wire;
-	o.body_len = body != NULL ? strlen(body) : c->wire_len;
-	o.body_kept = body == NULL;	/* the wire lives as long as the call */
+	o.body = c->wire;
+	o.body_len = c->wire_len;
+	o.body_kept = 1;	/* the wire lives as long as the round */
 	o.headers = headers;
 	o.timeout_ms = c->m->cfg.timeout_ms;
 	/* while waiting out an outage, each try is one attempt */
@@ -296,21 +288,20 @@ call_round(struct call *c)
 	o.max_retries = c->out_tries > 0 ? HTTP_RETRIES_NONE :
 	    c->m->cfg.max_retries;
 	c->http_id = http_post(c->m->http, &o, &cb, c);
-	free(body);
 	if (c->http_id == 0)
 		call_finish(c, NULL, "ModelError", strerror(errno));
 }
 
 /*
- * A new call with its request rewritten from params (borrowed), or NULL
+ * A new call with its request rewritten from q (borrowed), or NULL
  * after ops->done was told why (bad parameters, no memory).
  */
 static struct call *
-call_new(struct model *m, json_t *params, int stream,
-    const struct host_binding *b, const struct model_call_ops *ops,
-    void *ctx)
+call_new(struct model *m, const struct model_req *q, int stream,
+    uint32_t cell, const struct model_call_ops *ops, void *ctx)
 {
 	struct call *c;
+	json_t *body;
 	char *err = NULL;
 
 	if (m->ending) {
@@ -324,64 +315,43 @@ call_new(struct model *m, json_t *params, int stream,
 	}
 	c->m = m;
 	c->stream = stream;
-	c->b = *b;
+	c->cell = cell;
 	c->ops = *ops;
 	c->ctx = ctx;
-	c->body = rewrite_request(params, &m->cfg.settings,
+	body = rewrite_request(q->params, &m->cfg.settings,
 	    hosttools_definitions(m->h), &err);
-	if (c->body == NULL) {
+	if (body == NULL) {
 		ops->done(ctx, NULL, "TypeError", err ? err : "bad parameters");
 		free(err);
 		free(c);
 		return NULL;
 	}
+	if (call_wire_build(c, body, q->input) < 0) {
+		ops->done(ctx, NULL, "ModelError", "out of memory");
+		json_decref(body);
+		free(c->head);
+		free(c->wire);
+		free(c);
+		return NULL;
+	}
+	json_decref(body);
 	return c;
 }
 
-/* Registers c and sends its first request; its id. */
-static uint64_t
-call_go(struct call *c)
+uint64_t
+model_call(struct model *m, const struct model_req *q, int stream,
+    uint32_t cell, const struct model_call_ops *ops, void *ctx)
 {
-	uint64_t id = c->id = c->m->next_id++;
+	struct call *c = call_new(m, q, stream, cell, ops, ctx);
+	uint64_t id;
 
-	c->next = c->m->calls;
-	c->m->calls = c;
+	if (c == NULL)
+		return 0;
+	id = c->id = m->next_id++;
+	c->next = m->calls;
+	m->calls = c;
 	call_round(c);
 	return id;	/* the call may already have finished */
-}
-
-uint64_t
-model_call(struct model *m, json_t *params, int stream,
-    const struct host_binding *b, const struct model_call_ops *ops,
-    void *ctx)
-{
-	struct call *c = call_new(m, params, stream, b, ops, ctx);
-
-	if (c == NULL)
-		return 0;
-	hosttools_fill(m->h, c->body);
-	return call_go(c);
-}
-
-uint64_t
-model_call_raw(struct model *m, json_t *params, struct jspan input,
-    int stream, const struct host_binding *b,
-    const struct model_call_ops *ops, void *ctx)
-{
-	struct call *c = call_new(m, params, stream, b, ops, ctx);
-
-	if (c == NULL)
-		return 0;
-	if (call_wire_build(c, input) < 0) {
-		ops->done(ctx, NULL, "ModelError", "out of memory");
-		json_decref(c->body);
-		free(c->wire);
-		free(c);
-		return 0;
-	}
-	json_decref(c->body);	/* all of it is in the wire now */
-	c->body = NULL;
-	return call_go(c);
 }
 
 static struct call *

@@ -3,7 +3,11 @@
  * span several HTTP requests (host-only responses are continued at once,
  * invisibly). Requests are rewritten (rewrite.h), streamed over http.h,
  * parsed by sse.h + response.h; host tools run through hosttools.h.
- * Several calls may be in flight at once.
+ * Several calls may be in flight at once. A call's request is a struct
+ * model_req: its input kept as JSON text, never parsed into a tree (an
+ * input of many small items is ~21x its text as a tree), its other
+ * parameters parsed; its answer a struct model_answer. No jansson type
+ * shows here: JSON is the model client's business.
  *
  * Outages are waited out, not failed on: when a request fails in a way
  * http.h would retry (unreachable, 429 other than insufficient_quota, 5xx)
@@ -19,14 +23,20 @@
 #ifndef AGENTZ_MODEL_H
 #define AGENTZ_MODEL_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "supervisor/model/hosttools.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/text/redact.h"
-#include "supervisor/model/rewrite.h"
+
+/* What the engine sets on every request (rewrite.h). */
+struct model_settings {
+	const char *model;
+	const char *instructions;
+	const char *service_tier;	/* NULL: not sent */
+	long max_output_tokens;		/* <= 0: not sent */
+};
 
 struct model_config {
 	const char *base_url;		/* e.g. https://api.openai.com/v1 */
@@ -75,19 +85,49 @@ struct model_call_stats {
 	unsigned outage_tries;	/* of those, made while waiting out an outage */
 };
 
+/*
+ * One call_me request (model_req.c): the parameters other than input
+ * parsed, input kept as JSON text. From a call_me body {"params": {...},
+ * "stream": bool} (borrowed: the request must not outlive it), with
+ * *stream set; NULL with why in err (a TypeError for the cell: not a
+ * JSON object, parameters other than keyword arguments or too big).
+ */
+struct model_req;
+struct model_req *model_req_parse(const char *body, size_t len, int *stream,
+    char *err, size_t size);
+/* A request whose input is text, one user message. NULL / ENOMEM. */
+struct model_req *model_req_text(const char *input);
+/*
+ * Puts note ahead of q's input: a string input becomes note, sep, the
+ * string; a list gets a developer message with note first. 1 when done,
+ * 0 when the input is neither (q unchanged), -1 / ENOMEM.
+ */
+int model_req_note(struct model_req *q, const char *note, const char *sep);
+void model_req_free(struct model_req *q);
+
+/* A completed response, valid during the done callback only. */
+struct model_answer;
+/* Its Response object as compact JSON text (malloc'ed, *len bytes and a
+ * NUL), NULL / ENOMEM. */
+char *model_answer_json(const struct model_answer *ans, size_t *len);
+/* What it said, as one short line (said.h). Malloc'ed, NULL / ENOMEM. */
+char *model_answer_said(const struct model_answer *ans,
+    const struct redact *red, size_t max);
+
 struct model_call_ops {
 	/* A stream event for call_me(stream=True) (redacted JSON text). */
 	void (*event)(void *ctx, const char *json, size_t len);
 	/* Live progress: bytes of deltas so far in this call. */
 	void (*progress)(void *ctx, size_t delta_bytes);
 	/*
-	 * The call ended. On success response is the final Response object
-	 * (borrowed; the caller redacts what it passes on) and err_type NULL. On failure err_type is the
-	 * exception the cell should see ("ModelError",
-	 * "NextCellAlreadyScheduled") and err_msg says what failed.
+	 * The call ended. On success ans is the final Response (borrowed;
+	 * the caller redacts what it passes on) and err_type NULL. On
+	 * failure ans is NULL, err_type the exception the cell should see
+	 * ("ModelError", "NextCellAlreadyScheduled", "TypeError") and
+	 * err_msg says what failed.
 	 */
-	void (*done)(void *ctx, const json_t *response, const char *err_type,
-	    const char *err_msg);
+	void (*done)(void *ctx, const struct model_answer *ans,
+	    const char *err_type, const char *err_msg);
 	/* Just before done: what the call took (NULL: not wanted). */
 	void (*stats)(void *ctx, const struct model_call_stats *s);
 };
@@ -104,23 +144,12 @@ struct model *model_new(struct loop *l, const struct model_config *c,
 void model_free(struct model *m);
 
 /*
- * Starts a call with the caller's parameters (borrowed; copied). b is
- * copied. Returns a call id > 0, or 0 after ops->done was already called
+ * Starts a call made by cell with request q (borrowed; its text is
+ * copied). Returns a call id > 0, or 0 after ops->done was already called
  * with the reason (bad parameters).
  */
-uint64_t model_call(struct model *m, json_t *params, int stream,
-    const struct host_binding *b, const struct model_call_ops *ops,
-    void *ctx);
-/*
- * model_call for a body too big for a jansson tree: params without its
- * input (borrowed), and the input as JSON text (a valid string or array,
- * borrowed, copied once into the request text). The stored host outputs
- * and host-only continuations are spliced into that text, never parsed
- * (hosttools_fill_raw, hosttools_continuation_raw).
- */
-uint64_t model_call_raw(struct model *m, json_t *params, struct jspan input,
-    int stream, const struct host_binding *b,
-    const struct model_call_ops *ops, void *ctx);
+uint64_t model_call(struct model *m, const struct model_req *q, int stream,
+    uint32_t cell, const struct model_call_ops *ops, void *ctx);
 
 /* Abandons a call: no callback for it runs afterwards. */
 void model_cancel(struct model *m, uint64_t id);

@@ -2,9 +2,10 @@
  * model_int.h - private to the model client's files: model.c (the model,
  * calls and their rounds), model_stream.c (a round's stream: SSE into the
  * assembler, events forwarded with redaction), model_outage.c (failures
- * and outage waits) and model_wire.c (a call whose input is kept as text:
- * its wire and continuations). Nothing else includes it; the public face
- * is model.h.
+ * and outage waits), model_wire.c (a call's request text, its input
+ * kept as text, and continuations) and model_req.c (the request and the
+ * answer as the caller sees them). Nothing else includes it; the public
+ * face is model.h.
  */
 #ifndef AGENTZ_MODEL_INT_H
 #define AGENTZ_MODEL_INT_H
@@ -15,21 +16,35 @@
 #include <jansson.h>
 
 #include "supervisor/model/http.h"
+#include "supervisor/model/hosttools_int.h"
 #include "supervisor/model/jspan.h"
 #include "supervisor/model/model.h"
 #include "supervisor/model/sse.h"
 
+/* A call_me request (model.h): input kept as text, the rest parsed. */
+struct model_req {
+	json_t *params;		/* the parameters but input: an object */
+	struct jspan input;	/* JSON text; n 0: no input */
+	char *owned;		/* the input's text when the request made it */
+};
+
+/* A completed response, as done sees it. */
+struct model_answer {
+	const json_t *resp;
+};
+
 struct call {
 	struct model *m;
 	uint64_t id;
-	json_t *body;		/* the current round's request */
-	/* a call whose input is kept as text (model_call_raw): the whole
-	 * request text, its input at [in_off, in_off + in_len); body is then
-	 * the rest of the request, unused after the wire is built */
+	/* the current round's request text, its input (when it has one) at
+	 * [in_off, in_off + in_len); head: the request without input and
+	 * without its closing brace, for the next round's */
 	char *wire;
 	size_t wire_len, in_off, in_len;
+	char *head;
+	size_t head_len;
 	int stream;
-	struct host_binding b;
+	uint32_t cell;		/* the cell that made the call */
 	struct model_call_ops ops;
 	void *ctx;
 	uint64_t http_id;
@@ -91,10 +106,12 @@ int call_outage_report(struct call *c, double next_in, int over,
     const char *reason);
 
 /* model_wire.c */
-/* The wire text of a raw call from c->body and input. 0, or -1 / ENOMEM. */
-int call_wire_build(struct call *c, struct jspan input);
-/* A host-only round of a raw call: splice the next input and post it. */
-void call_continue_raw(struct call *c, const json_t *resp,
+/* The request text of c from its rewritten body (borrowed) and input:
+ * extra_body's input, if any, wins (as it did on a tree); the stored
+ * host outputs are filled in. 0, or -1 / ENOMEM. */
+int call_wire_build(struct call *c, json_t *body, struct jspan input);
+/* A host-only round: the next input, and it is posted. */
+void call_continue(struct call *c, const json_t *resp,
     const json_t *outputs);
 
 #endif /* AGENTZ_MODEL_INT_H */

@@ -9,12 +9,7 @@
 
 #include <jansson.h>
 
-struct model_settings {
-	const char *model;
-	const char *instructions;
-	const char *service_tier;	/* NULL: not sent */
-	long max_output_tokens;		/* <= 0: not sent */
-};
+#include "supervisor/model/model.h"
 
 /*
  * Builds the wire body from the caller's call_me parameters (not

@@ -18,6 +18,7 @@
 #include "supervisor/front/config.h"
 #include "supervisor/cells/history.h"
 #include "supervisor/model/hosttools.h"
+#include "tests/unit/hostbind.h"
 #include "supervisor/model/rewrite.h"
 #include "supervisor/text/utf8.h"
 
@@ -232,7 +233,7 @@ test_rewrite_effort_only_goes_up(void **state)
 		{ "{\"reasoning\": {\"summary\": \"auto\"}}", "medium" },
 		{ "{\"reasoning\": \"high\"}", "medium" },
 	};
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	size_t i;
 	json_t *b;
 
@@ -254,7 +255,7 @@ test_rewrite_effort_only_goes_up(void **state)
 static void
 test_rewrite_engine_fields_tools_and_extra_body(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	json_t *b, *tools;
 	const char *names[4];
 	size_t i;
@@ -300,7 +301,7 @@ test_rewrite_engine_fields_tools_and_extra_body(void **state)
 static void
 test_rewrite_rejects_non_object(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	json_t *p = json_string("x");
 	char *err = NULL;
 
@@ -353,7 +354,7 @@ response_with(const char *output_json)
 static void
 test_host_only_response_is_continued(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct fake_owner o = { 0, SUBMIT_OK, "" };
 	struct cells hist;
 	struct host_binding b = { 7, &hist, fake_submit, &o };
@@ -364,14 +365,14 @@ test_host_only_response_is_continued(void **state)
 	cells_init(&hist, 1024);
 	resp = response_with("[{\"type\": \"reasoning\", \"id\": \"rs_1\"},"
 	    SUBMIT_CALL("call_a", "print(1)", "one") "]");
-	assert_int_equal(hosttools_handle(h, resp, &b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, &b, NULL, &outs, &err),
 	    HOST_ONLY);
 	assert_int_equal(o.submits, 1);
 	assert_string_equal(o.code, "print(1)");
 	assert_int_equal(json_array_size(outs), 1);
 	assert_string_equal(json_string_value(json_object_get(
 	    json_array_get(outs, 0), "call_id")), "call_a");
-	next = hosttools_continuation(task, resp, outs);
+	next = host_continuation(task, resp, outs);
 	json_decref(task);
 	/* user message, reasoning, call (no status), output */
 	assert_int_equal(json_array_size(next), 4);
@@ -390,7 +391,7 @@ test_host_only_response_is_continued(void **state)
 static void
 test_second_submission_aborts_and_long_summary_is_refused(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct fake_owner o = { 0, SUBMIT_ALREADY, "" };
 	struct cells hist;
 	struct host_binding b = { 3, &hist, fake_submit, &o };
@@ -400,7 +401,7 @@ test_second_submission_aborts_and_long_summary_is_refused(void **state)
 	(void)state;
 	cells_init(&hist, 1024);
 	resp = response_with("[" SUBMIT_CALL("c1", "x", "y") "]");
-	assert_int_equal(hosttools_handle(h, resp, &b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, &b, NULL, &outs, &err),
 	    HOST_ABORT);
 	assert_non_null(strstr(err, "already has a successor"));
 	free(err);
@@ -412,7 +413,7 @@ test_second_submission_aborts_and_long_summary_is_refused(void **state)
 	    summary);
 	resp = response_with(out);
 	o.submits = 0;
-	assert_int_equal(hosttools_handle(h, resp, &b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, &b, NULL, &outs, &err),
 	    HOST_ONLY);
 	assert_int_equal(o.submits, 0);
 	assert_non_null(strstr(json_string_value(json_object_get(
@@ -426,7 +427,7 @@ test_second_submission_aborts_and_long_summary_is_refused(void **state)
 static void
 test_inactive_cell_gets_cell_has_finished(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct fake_owner o = { 0, SUBMIT_INACTIVE, "" };
 	struct cells hist;
 	struct host_binding b = { 5, &hist, fake_submit, &o };
@@ -436,7 +437,7 @@ test_inactive_cell_gets_cell_has_finished(void **state)
 	(void)state;
 	cells_init(&hist, 1024);
 	resp = response_with("[" SUBMIT_CALL("c1", "x", "y") "]");
-	assert_int_equal(hosttools_handle(h, resp, &b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, &b, NULL, &outs, &err),
 	    HOST_ONLY);
 	assert_string_equal(json_string_value(json_object_get(
 	    json_array_get(outs, 0), "output")), "Cell 5 has finished");
@@ -449,7 +450,7 @@ test_inactive_cell_gets_cell_has_finished(void **state)
 static void
 test_external_call_and_both_continuations(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct fake_owner o = { 0, SUBMIT_OK, "" };
 	struct cells hist;
 	struct host_binding b = { 1, &hist, fake_submit, &o };
@@ -461,7 +462,7 @@ test_external_call_and_both_continuations(void **state)
 	resp = response_with("[" SUBMIT_CALL("host_1", "x", "y") ","
 	    "{\"type\": \"function_call\", \"name\": \"weather\","
 	    " \"call_id\": \"ext_1\", \"arguments\": \"{}\"}]");
-	assert_int_equal(hosttools_handle(h, resp, &b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, &b, NULL, &outs, &err),
 	    HOST_EXTERNAL);
 	json_decref(outs);
 	json_decref(resp);
@@ -472,7 +473,7 @@ test_external_call_and_both_continuations(void **state)
 	    " \"output\": \"sunny\"},"
 	    "{\"type\": \"function_call_output\", \"call_id\": \"host_1\","
 	    " \"output\": \"forged\"}]}", 0, NULL);
-	hosttools_fill(h, body);
+	host_fill(h, body);
 	in = json_object_get(body, "input");
 	assert_int_equal(json_array_size(in), 2);
 	assert_string_equal(json_string_value(json_object_get(
@@ -490,7 +491,7 @@ test_external_call_and_both_continuations(void **state)
 	    " \"name\": \"weather\", \"arguments\": \"{}\"},"
 	    "{\"type\": \"function_call_output\", \"call_id\": \"ext_1\","
 	    " \"output\": \"sunny\"}]}", 0, NULL);
-	hosttools_fill(h, body);
+	host_fill(h, body);
 	in = json_object_get(body, "input");
 	assert_int_equal(json_array_size(in), 5);
 	assert_string_equal(json_string_value(json_object_get(

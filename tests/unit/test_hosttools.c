@@ -17,6 +17,7 @@
 
 #include "supervisor/cells/cells.h"
 #include "supervisor/model/hosttools.h"
+#include "tests/unit/hostbind.h"
 
 static enum submit_result
 ok_submit(void *ctx, uint32_t cell, const char *code, size_t len,
@@ -44,7 +45,7 @@ handle(struct hosttools *h, struct host_binding *b, int i, const char *name,
 	    "output", "type", "function_call", "name", name, "call_id", cid,
 	    "arguments", args);
 	assert_non_null(resp);
-	assert_int_equal(hosttools_handle(h, resp, b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, b, NULL, &outs, &err),
 	    HOST_ONLY);
 	json_decref(outs);
 	json_decref(resp);
@@ -66,7 +67,7 @@ filled(struct hosttools *h, int i)
 
 	(void)snprintf(rid, sizeof rid, "resp_%d", i);
 	body = json_pack("{s:s, s:[]}", "previous_response_id", rid, "input");
-	hosttools_fill(h, body);
+	host_fill(h, body);
 	in = json_object_get(body, "input");
 	if (json_array_size(in) > 0)
 		out = strdup(json_string_value(json_object_get(
@@ -78,7 +79,7 @@ filled(struct hosttools *h, int i)
 static void
 test_store_stays_within_budget_oldest_evicted(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct cells hist;
 	struct host_binding b = { 1, &hist, ok_submit, NULL };
 	char *s;
@@ -127,7 +128,7 @@ add_big_cell(struct cells *hist, size_t size)
 static void
 test_store_cut_when_the_cell_is_over(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct cells hist;
 	struct host_binding b3 = { 3, &hist, ok_submit, NULL };
 	struct host_binding b4 = { 4, &hist, ok_submit, NULL };
@@ -174,7 +175,7 @@ test_store_cut_when_the_cell_is_over(void **state)
 static void
 test_oversized_output_is_kept_as_a_note(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct cells hist;
 	struct host_binding b = { 1, &hist, ok_submit, NULL };
 	char *code = malloc(20000), *s;

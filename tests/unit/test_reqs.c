@@ -22,6 +22,7 @@
 #include "supervisor/cells/cells.h"
 #include "supervisor/run/hostreq.h"
 #include "supervisor/model/hosttools.h"
+#include "tests/unit/hostbind.h"
 #include "supervisor/model/jspan.h"
 
 /* --- the head of a REQUEST and skipping its frame ------------------------- */
@@ -299,6 +300,139 @@ submit_ok(void *ctx, uint32_t cell, const char *code, size_t len,
 	return SUBMIT_OK;
 }
 
+/* --- the fill and continuation on a tree, as they were: the reference the
+ * text versions are held to ---------------------------------------------- */
+
+/* input as an array: a string is one user message. New reference. */
+static json_t *
+input_array(const json_t *input)
+{
+	if (json_is_array(input))
+		return json_deep_copy(input);
+	if (json_is_string(input))
+		return json_pack("[{s:s, s:O}]", "role", "user", "content",
+		    input);
+	return json_array();
+}
+
+static json_t *
+ref_continuation(const json_t *input, const json_t *response,
+    const json_t *outputs)
+{
+	json_t *next = input_array(input), *item, *copy;
+	const char *type;
+	size_t i;
+
+	json_array_foreach(json_object_get(response, "output"), i, item) {
+		copy = json_deep_copy(item);
+		type = json_string_value(json_object_get(item, "type"));
+		/* status is output-only on function_call items */
+		if (type != NULL && strcmp(type, "function_call") == 0)
+			(void)json_object_del(copy, "status");
+		(void)json_array_append_new(next, copy);
+	}
+	(void)json_array_extend(next, (json_t *)(uintptr_t)outputs);
+	return next;
+}
+
+static const char *
+item_str(const json_t *item, const char *key)
+{
+	return json_string_value(json_object_get(item, key));
+}
+
+static int
+is_type(const json_t *item, const char *type)
+{
+	const char *t = item_str(item, "type");
+
+	return t != NULL && strcmp(t, type) == 0;
+}
+
+/* The stored outputs of the response prev_id (may be NULL), or NULL. */
+static json_t *
+prev_outputs(const struct hosttools *h, const char *prev_id)
+{
+	return prev_id != NULL ? json_object_get(h->by_response, prev_id) :
+	    NULL;
+}
+
+/* A new set of the call_ids of prev's outputs. */
+static json_t *
+prev_ids(const json_t *prev)
+{
+	json_t *ids = json_object(), *item;
+	size_t i;
+
+	json_array_foreach(prev, i, item)
+		(void)json_object_set_new(ids, item_str(item, "call_id"),
+		    json_true());
+	return ids;
+}
+
+/* The stored output the host answers an input item of this type and
+ * call_id with (a function_call), or NULL. */
+static json_t *
+host_output(const struct hosttools *h, const char *type, const char *cid)
+{
+	if (type == NULL || strcmp(type, "function_call") != 0 || cid == NULL)
+		return NULL;
+	return json_object_get(h->by_call, cid);
+}
+
+/* call_ids whose outputs the host provides for this input. */
+static json_t *
+host_ids(struct hosttools *h, const json_t *prev, const json_t *input)
+{
+	json_t *ids = prev_ids(prev), *item;
+	const char *cid;
+	size_t i;
+
+	json_array_foreach(input, i, item) {
+		cid = item_str(item, "call_id");
+		if (host_output(h, item_str(item, "type"), cid) != NULL)
+			(void)json_object_set_new(ids, cid, json_true());
+	}
+	return ids;
+}
+
+static void
+ref_fill(struct hosttools *h, json_t *body)
+{
+	json_t *prev = prev_outputs(h, item_str(body,
+	    "previous_response_id"));
+	json_t *input, *ids, *added, *next, *item, *stored;
+	const char *cid;
+	size_t i;
+
+	input = input_array(json_object_get(body, "input"));
+	ids = host_ids(h, prev, input);
+	if (json_object_size(ids) == 0) {
+		json_decref(input);
+		json_decref(ids);
+		return;
+	}
+	next = json_array();
+	added = prev_ids(prev);
+	(void)json_array_extend(next, prev);
+	json_array_foreach(input, i, item) {
+		cid = item_str(item, "call_id");
+		if (is_type(item, "function_call_output") && cid != NULL &&
+		    json_object_get(ids, cid) != NULL)
+			continue;	/* replaced by the host's own output */
+		(void)json_array_append(next, item);
+		stored = host_output(h, item_str(item, "type"), cid);
+		if (stored != NULL && json_object_get(added, cid) == NULL) {
+			(void)json_array_append(next, stored);
+			(void)json_object_set_new(added, cid, json_true());
+		}
+	}
+	(void)json_object_set_new(body, "input", next);
+	json_decref(input);
+	json_decref(ids);
+	json_decref(added);
+}
+
 static const char response_json[] =
 "{\"id\": \"resp_1\", \"output\": ["
 "{\"type\": \"function_call\", \"name\": \"set_next_cell_code\","
@@ -319,8 +453,8 @@ fill_both(struct hosttools *h, const char *prev, const char *input)
 	if (prev != NULL)
 		(void)json_object_set_new(body, "previous_response_id",
 		    json_string(prev));
-	hosttools_fill(h, body);
-	text = hosttools_fill_raw(h, prev, (struct jspan){ input,
+	ref_fill(h, body);
+	text = hosttools_fill(h, prev, (struct jspan){ input,
 	    strlen(input) }, &n);
 	assert_non_null(text);
 	raw = json_loadb(text, n, 0, NULL);
@@ -334,7 +468,7 @@ fill_both(struct hosttools *h, const char *prev, const char *input)
 static void
 test_fill_and_continuation_on_text_match_the_tree(void **state)
 {
-	struct hosttools *h = hosttools_new();
+	struct hosttools *h = host_new();
 	struct cells hist;
 	struct host_binding b = { 1, &hist, submit_ok, NULL };
 	json_t *resp = json_loads(response_json, 0, NULL), *outs, *tree, *raw;
@@ -345,13 +479,13 @@ test_fill_and_continuation_on_text_match_the_tree(void **state)
 
 	(void)state;
 	cells_init(&hist, 1024);
-	assert_int_equal(hosttools_handle(h, resp, &b, NULL, &outs, &err),
+	assert_int_equal(host_handle(h, resp, &b, NULL, &outs, &err),
 	    HOST_EXTERNAL);
 	/* continuation, from an array and from a string */
 	raw = json_loads(in_arr, 0, NULL);
-	tree = hosttools_continuation(raw, resp, outs);
+	tree = ref_continuation(raw, resp, outs);
 	json_decref(raw);
-	text = hosttools_continuation_raw((struct jspan){ in_arr,
+	text = hosttools_continuation((struct jspan){ in_arr,
 	    strlen(in_arr) }, resp, outs, &n);
 	raw = json_loadb(text, n, 0, NULL);
 	assert_true(json_equal(raw, tree));
@@ -359,10 +493,10 @@ test_fill_and_continuation_on_text_match_the_tree(void **state)
 	free(text);
 	json_decref(tree);
 	tree = json_loads(in_str, JSON_DECODE_ANY, NULL);
-	raw = hosttools_continuation(tree, resp, outs);
+	raw = ref_continuation(tree, resp, outs);
 	json_decref(tree);
 	tree = raw;
-	text = hosttools_continuation_raw((struct jspan){ in_str,
+	text = hosttools_continuation((struct jspan){ in_str,
 	    strlen(in_str) }, resp, outs, &n);
 	raw = json_loadb(text, n, 0, NULL);
 	assert_true(json_equal(raw, tree));
@@ -384,7 +518,7 @@ test_fill_and_continuation_on_text_match_the_tree(void **state)
 	    "{\"type\": \"function_call_output\", \"call_id\": \"ext_1\","
 	    " \"output\": \"sunny\"}]");
 	/* nothing to fill: no copy */
-	assert_null(hosttools_fill_raw(h, NULL, (struct jspan){ in_arr,
+	assert_null(hosttools_fill(h, NULL, (struct jspan){ in_arr,
 	    strlen(in_arr) }, &n));
 	json_decref(outs);
 	json_decref(resp);
