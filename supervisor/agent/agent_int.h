@@ -1,7 +1,6 @@
 /*
  * agent_int.h - private to the agent run's files (agent.c, prompt.c,
- * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c, tools.c
- * through tools.h): the run's state and
+ * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c): the run's state and
  * the functions they share. Nothing outside them includes it; the run's
  * public face is agent.h.
  */

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "common/log.h"
 #include "proto/proto.h"
 #include "supervisor/loop/loop.h"
