@@ -47,7 +47,7 @@ extern char **environ;
 #include "supervisor/run/runner.h"
 #include "supervisor/front/runstop.h"
 #include "supervisor/front/tui.h"
-#include "supervisor/front/view.h"
+#include "supervisor/world/view.h"
 
 /*
  * Every stop goes through here, also those decided before the loop runs
@@ -511,6 +511,7 @@ int
 agent_main(int argc, char **argv)
 {
 	struct agent a;
+	struct view_options vo;
 	char *wpath;
 	int rc;
 
@@ -537,7 +538,8 @@ agent_main(int argc, char **argv)
 	wpath = config_worker_path(&a.cfg);
 	if (wpath == NULL)
 		fatal("agent: worker path");
-	if (view_init(&a.view, &a.cfg, wpath, "agentz") < 0)
+	config_view(&vo, &a.cfg);
+	if (view_init(&a.view, &vo, wpath, "agentz") < 0)
 		rc = EXIT_USAGE;
 	else
 		rc = agent_run(&a, wpath);

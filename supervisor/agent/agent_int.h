@@ -20,7 +20,7 @@
 #include "supervisor/model/price.h"
 #include "supervisor/run/runner.h"
 #include "supervisor/front/runstop.h"
-#include "supervisor/front/view.h"
+#include "supervisor/world/view.h"
 
 #define RECOVERY_SUMMARY \
 	"Analyze the previous cell's error and generate repair code."

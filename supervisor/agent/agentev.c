@@ -67,8 +67,8 @@ run_sandbox(const struct agent *a)
 	const struct runner *r = a->runner;
 
 	return json_pack("{s:o, s:o, s:o, s:o, s:o}", "seccomp",
-	    events_str(a->cfg.sandbox), "isolation_mode",
-	    events_str(a->cfg.isolation), "isolation", events_str(r != NULL ?
+	    events_str(config_sandbox_name(a->cfg.sandbox)), "isolation_mode",
+	    events_str(config_isolation_name(a->cfg.isolation)), "isolation", events_str(r != NULL ?
 	    runner_isolation(r) : NULL), "containment", events_str(r != NULL ?
 	    runner_containment(r) : NULL), "workspace",
 	    events_str(a->view.workspace));

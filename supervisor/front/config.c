@@ -14,8 +14,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/size.h"
 #include "proto/proto.h"
-#include "supervisor/run/runner.h"
 
 enum {
 	OPT_WORKER = 256, OPT_SANDBOX, OPT_SANDBOX_DEBUG, OPT_OUTPUT_LIMIT,
@@ -193,29 +193,38 @@ usage(const char *cmd, FILE *f)
 	(void)fputs(is_exec(cmd) ? exec_tail : agent_tail, f);
 }
 
-int
-config_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v;
-	double mult = 1;
+/* The values of --sandbox, --snapshot and --isolation, in their enums'
+ * order (--isolation's first, AUTO, is its absence). */
+static const char *const sandbox_names[] = { "off", "default", "strict" };
+static const char *const snapshot_names[] = { "auto", "always", "never" };
+static const char *const isolation_names[] = {
+	NULL, "required", "best-effort", "off"
+};
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || v < 0 || !isfinite(v))
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mult = 1024.0; end++; break;
-	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
-	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-	default: break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-	if (*end != '\0' || v * mult > 1e18)
-		return -1;
-	*out = (uint64_t)(v * mult);
-	return 0;
+/* The index of val in names[0..n), or -1. */
+static int
+choice(const char *val, const char *const *names, int n, int *out)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (names[i] != NULL && strcmp(val, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *
+config_sandbox_name(enum sandbox_profile p)
+{
+	return sandbox_names[p];
+}
+
+const char *
+config_isolation_name(enum isolation i)
+{
+	return isolation_names[i];
 }
 
 static int
@@ -332,13 +341,14 @@ static int set_size(const char *cmd, const char *opt, const char *val,
 static int
 world_opt(struct config *c, int ch, const char *cmd)
 {
+	int i;
+
 	switch (ch) {
 	case OPT_ISOLATION:
-		if (strcmp(optarg, "required") && strcmp(optarg, "best-effort") &&
-		    strcmp(optarg, "off"))
+		if (choice(optarg, isolation_names, 4, &i) < 0 || i == 0)
 			return bad(cmd, "--isolation", optarg,
 			    "expected required, best-effort or off");
-		c->isolation = optarg;
+		c->isolation = (enum isolation)i;
 		return 0;
 	case OPT_WORKSPACE: c->workspace = optarg; return 0;
 	case OPT_TMP_SIZE:
@@ -361,7 +371,7 @@ static int
 set_size(const char *cmd, const char *opt, const char *val, uint64_t min,
     uint64_t *out)
 {
-	if (config_size(val, out) < 0)
+	if (size_parse(val, out) < 0)
 		return bad(cmd, opt, val, "expected a size like 512K, 64M, 4G");
 	if (*out < min && !(min > 0 && *out == 0 && strcmp(opt,
 	    "--memory-limit") == 0))
@@ -390,25 +400,24 @@ static int
 one_opt(struct config *c, int ch, const char *cmd)
 {
 	uint64_t v;
+	int i;
 
 	switch (ch) {
 	case 'j': c->json = 1; return 0;
 	case 'v': c->verbose++; return 0;
 	case OPT_WORKER: c->worker_path = optarg; return 0;
 	case OPT_SANDBOX:
-		if (strcmp(optarg, "off") && strcmp(optarg, "default") &&
-		    strcmp(optarg, "strict"))
+		if (choice(optarg, sandbox_names, 3, &i) < 0)
 			return bad(cmd, "--sandbox", optarg,
 			    "expected off, default or strict");
-		c->sandbox = optarg;
+		c->sandbox = (enum sandbox_profile)i;
 		return 0;
 	case OPT_SANDBOX_DEBUG: c->sandbox_debug = 1; return 0;
 	case OPT_SNAPSHOT:
-		if (strcmp(optarg, "auto") && strcmp(optarg, "always") &&
-		    strcmp(optarg, "never"))
+		if (choice(optarg, snapshot_names, 3, &i) < 0)
 			return bad(cmd, "--snapshot", optarg,
 			    "expected auto, always or never");
-		c->snapshot = optarg;
+		c->snapshot = (enum snapshot_policy)i;
 		return 0;
 	case OPT_OUTPUT_LIMIT:
 		if (set_size(cmd, "--output-limit", optarg, 64, &v) < 0)
@@ -488,8 +497,8 @@ static void
 defaults(struct config *c)
 {
 	memset(c, 0, sizeof *c);
-	c->sandbox = "default";
-	c->snapshot = "auto";
+	c->sandbox = SANDBOX_DEFAULT;
+	c->snapshot = SNAPSHOT_AUTO;
 	c->output_limit = 1u << 20;
 	c->max_frame = PROTO_MAX_FRAME_DEFAULT;
 	c->cell_timeout = 3600;
@@ -608,7 +617,7 @@ config_runner(struct runner_config *rc, const struct config *c,
 {
 	memset(rc, 0, sizeof *rc);
 	rc->worker.path = wpath;
-	rc->worker.sandbox = c->sandbox;
+	rc->worker.sandbox = sandbox_names[c->sandbox];
 	rc->worker.sandbox_debug = c->sandbox_debug;
 	rc->worker.max_frame = c->max_frame;
 	rc->worker.output_limit = c->output_limit;
@@ -626,9 +635,22 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->worker.limits.fsize = c->fsize_limit;
 	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
 	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
-	rc->snapshot = strcmp(c->snapshot, "always") == 0 ? SNAPSHOT_ALWAYS :
-	    strcmp(c->snapshot, "never") == 0 ? SNAPSHOT_NEVER : SNAPSHOT_AUTO;
+	rc->snapshot = c->snapshot;
 	rc->output_limit = c->output_limit;
 	rc->max_start_failures = 5;
 	rc->input_fd = input_fd;
+}
+
+void
+config_view(struct view_options *vo, const struct config *c)
+{
+	memset(vo, 0, sizeof *vo);
+	vo->workspace = c->workspace;
+	vo->masks = c->masks;
+	vo->nmasks = c->nmasks;
+	vo->no_default_masks = c->no_default_masks;
+	vo->writable_git = c->writable_git;
+	vo->journal = c->journal;
+	vo->isolation = c->isolation;
+	vo->tmp_size = c->tmp_size;
 }

@@ -26,7 +26,7 @@
 #include "supervisor/text/dotenv.h"
 #include "supervisor/front/exec.h"
 #include "supervisor/front/notify.h"
-#include "supervisor/front/view.h"
+#include "supervisor/world/view.h"
 #include "supervisor/report/report.h"
 
 static void
