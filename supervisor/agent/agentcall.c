@@ -29,7 +29,6 @@
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/tui.h"
 
 /* A call_me from the worker, waiting for its model call (a->calls). */
 struct pending {
@@ -134,7 +133,7 @@ end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
 		p->gone |= gone;
 		if (model_end(a->model, p->call, why) == 0) {
 			pending_unlink(p);	/* not open: nothing runs */
-			agent_ev_request_end(&p->rq, "ModelError", why);
+			agent_ev_request_end(a, &p->rq, "ModelError", why);
 			pending_free(p);
 		}
 	}
@@ -247,7 +246,7 @@ call_done(void *ctx, const json_t *resp, const char *type, const char *msg)
 		type = "BudgetExceeded";
 		msg = a->stop_reason;
 	}
-	agent_ev_request_end(&p->rq, type, msg);
+	agent_ev_request_end(a, &p->rq, type, msg);
 	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed,
 	    p->mark.id);
 	(void)agent_budget_watch(a);	/* its usage may cross a budget */
@@ -290,7 +289,7 @@ call_progress(void *ctx, size_t delta_bytes)
 	if (delta_bytes > p->streamed)
 		p->streamed = delta_bytes;
 	agent_call_grew(p->a, &p->mark, p->sent + p->streamed);
-	tui_set_streaming(delta_bytes);
+	agent_ev_streaming(p->a, delta_bytes);
 	/* crossing a budget stops the run; the loop ends the stream */
 	(void)agent_budget_watch(p->a);
 }
@@ -442,7 +441,7 @@ call_start_raw(struct agent *a, struct pending *p, struct jspan body)
 		input = (struct jspan){ noted, n };
 	b = agent_binding(a, p->cell);
 	call_begin(a, p, p->cell);
-	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
+	agent_ev_request_start(a, &p->rq, p->cell, "call_me", stream);
 	call_started(p, model_call_raw(a->model, rest, input, stream, &b,
 	    &call_ops, p));
 	free(noted);
@@ -484,7 +483,7 @@ call_start(struct agent *a, struct pending *p, const char *text, size_t len)
 	b = agent_binding(a, p->cell);
 	stream = json_is_true(json_object_get(body, "stream"));
 	call_begin(a, p, p->cell);
-	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
+	agent_ev_request_start(a, &p->rq, p->cell, "call_me", stream);
 	call_started(p, model_call(a->model, json_object_get(body, "params"),
 	    stream, &b, &call_ops, p));
 	json_decref(body);

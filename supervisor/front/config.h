@@ -9,13 +9,10 @@
 #include <stdint.h>
 
 #include "common/exitcodes.h"
+#include "supervisor/agent/agent.h"
 #include "supervisor/model/price.h"
 #include "supervisor/run/runner.h"
 #include "supervisor/world/view.h"
-
-/* --max-parallel-calls: the default and the most accepted */
-#define MAX_PARALLEL_CALLS_DEFAULT	8
-#define MAX_PARALLEL_CALLS_MAX		256
 
 
 /* --sandbox: the worker's seccomp profile */

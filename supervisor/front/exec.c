@@ -23,10 +23,10 @@
 #include "common/log.h"
 #include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
-#include "supervisor/front/out.h"
+#include "supervisor/ui/out.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/runstop.h"
+#include "supervisor/agent/runstop.h"
 #include "supervisor/world/view.h"
 
 struct src_cell {

@@ -608,7 +608,7 @@ main(void)
 		cmocka_unit_test(test_capture_one_huge_chunk),
 		cmocka_unit_test(test_capture_freeze_keeps_the_text_exactly_sized),
 		cmocka_unit_test(test_utf8_sanitize),
-		cmocka_unit_test(test_config_size),
+		cmocka_unit_test(test_size_parse),
 		cmocka_unit_test(test_config_needs_key),
 		cmocka_unit_test(test_rewrite_effort_only_goes_up),
 		cmocka_unit_test(test_rewrite_engine_fields_tools_and_extra_body),

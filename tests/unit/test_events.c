@@ -19,8 +19,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/front/events.h"
-#include "supervisor/front/out.h"
+#include "supervisor/ui/events.h"
+#include "supervisor/ui/out.h"
 #include "supervisor/text/redact.h"
 
 #define SECRET	"sk-unit-events-SECRET-9931"

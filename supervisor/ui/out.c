@@ -1,7 +1,7 @@
 /*
  * out.c - bounded, non-blocking output queues and the gate (see out.h).
  */
-#include "supervisor/front/out.h"
+#include "supervisor/ui/out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "supervisor/front/pipemodel.h"
+#include "supervisor/ui/pipemodel.h"
 #include "supervisor/text/termout.h"
 
 /* Room beyond OUT_QUEUE_MAX for what must not be cut: the drop notice, a
