@@ -6,15 +6,17 @@
 #ifndef AGENTZ_EXITCODES_H
 #define AGENTZ_EXITCODES_H
 
-#define EXIT_OK		0
-#define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
-#define EXIT_USAGE	2
-#define EXIT_WORKER	3	/* the worker cannot be started */
-#define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, cost,
+enum exit_code {
+	EXIT_OK = 0,
+	EXIT_FAILED = 1,	/* a cell failed / the run stopped on errors */
+	EXIT_USAGE = 2,
+	EXIT_WORKER = 3,	/* the worker cannot be started */
+	EXIT_BUDGET = 4,	/* a hard stop: cells, deadline, tokens, cost,
 				 * repeats */
-#define EXIT_JOURNAL	5	/* the journal cannot be written: disk full,
+	EXIT_JOURNAL = 5,	/* the journal cannot be written: disk full,
 				 * read-only */
-#define EXIT_OPERATOR	6	/* the operator stopped the run (agentz ctl) */
-#define EXIT_SIGINT	130
+	EXIT_OPERATOR = 6,	/* the operator stopped the run (agentz ctl) */
+	EXIT_SIGINT = 130
+};
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * test_events.c - the event stream of `agentz --json` (front/events.h):
+ * test_events.c - the event stream of `agentz --json` (ui/events.h):
  * a cell record -> the rollback event it implies (which the runner cannot
  * produce yet: no record says "rolled back" before the snapshot work), and
  * the lines written: the envelope, seq, redaction of every string, a UTF-8
