@@ -1,8 +1,9 @@
 /*
  * agent_int.h - private to the agent run's files (agent.c, prompt.c,
- * emit.c, budget.c, resume.c, agentcall.c, repair.c, operator.c): the run's state and
- * the functions they share. Nothing outside them includes it; the run's
- * public face is agent.h.
+ * emit.c, budget.c, calljournal.c, resume.c, agentcall.c, repair.c,
+ * operator.c, reload.c): the run's state and the functions they share.
+ * Nothing outside them includes it; the run's public faces are agent.h
+ * and observe.h.
  */
 #ifndef AGENTZ_AGENT_INT_H
 #define AGENTZ_AGENT_INT_H

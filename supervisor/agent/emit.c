@@ -30,7 +30,7 @@
 			(a)->obs[i_].ev((a)->obs[i_].ctx);		\
 } while (0)
 
-/* --- the run's life ---------------------------------------------------------- */
+/* --- the run's life ------------------------------------------------------- */
 
 void
 agent_ev_attach(struct agent *a)
@@ -167,7 +167,7 @@ agent_ev_repair(const struct agent *a, const struct cell *failed)
 	EMIT(a, repair, failed, a->recovery_for, a->failures);
 }
 
-/* --- model requests ----------------------------------------------------------- */
+/* --- model requests ------------------------------------------------------- */
 
 void
 agent_ev_request_start(struct agent *a, struct agent_req *q, uint32_t cell,

@@ -61,7 +61,8 @@ struct agent_observer {
 	void (*attach)(void *ctx, struct loop *l, const struct redact *red);
 	void (*detach)(void *ctx);
 	/* The model and the control socket are set up: the run goes live;
-	 * alive(actx) says whether it makes progress (notify.h). */
+	 * alive(actx) says whether it makes progress (a watchdog pings only
+	 * then). */
 	void (*live)(void *ctx, struct loop *l, int (*alive)(void *),
 	    void *actx);
 	void (*run_start)(void *ctx, const struct agent_run_info *r);

@@ -271,7 +271,7 @@ ev_outage(void *ctx, const struct model_outage *o, const struct agent_req *q,
 	events_emit("outage_wait_end", f);
 }
 
-/* --- the observer --------------------------------------------------------------- */
+/* --- the observer --------------------------------------------------------- */
 
 static void
 ev_attach(void *ctx, struct loop *l, const struct redact *red)

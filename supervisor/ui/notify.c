@@ -114,7 +114,7 @@ notify_load_credentials(void)
 	memset(key, 0, sizeof key);
 }
 
-/* --- the agent run's observer (listen.h) ------------------------------------ */
+/* --- the agent run's observer (listen.h) ---------------------------------- */
 
 static void
 sd_live(void *ctx, struct loop *l, int (*alive)(void *), void *actx)

@@ -216,7 +216,7 @@ tui_pause(int paused)
 		draw();
 }
 
-/* --- the agent run's observer (listen.h) ------------------------------------ */
+/* --- the agent run's observer (listen.h) ---------------------------------- */
 
 static void
 bar_live(void *ctx, struct loop *l, int (*alive)(void *), void *actx)
