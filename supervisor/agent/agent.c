@@ -35,19 +35,14 @@ extern char **environ;
 #include "supervisor/agent/agent_int.h"
 #include "supervisor/cells/record_json.h"
 #include "supervisor/ctl/ctl.h"
-#include "supervisor/front/config.h"
-#include "supervisor/front/events.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/cells/journal.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
-#include "supervisor/front/notify.h"
-#include "supervisor/front/out.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/runstop.h"
-#include "supervisor/front/tui.h"
-#include "supervisor/front/view.h"
+#include "supervisor/agent/runstop.h"
+#include "supervisor/world/view.h"
 
 /*
  * Every stop goes through here, also those decided before the loop runs
@@ -72,7 +67,7 @@ agent_stop(struct agent *a, int rc, const char *why)
 		a->stop_reason = strdup(why);
 	if (a->journal_broken)
 		rc = a->journal_broken;
-	agent_ev_stop(rc, why);
+	agent_ev_stop(a, rc, why);
 	a->stopping = 1;
 	a->stop_rc = rc;
 	loop_stop(a->loop, rc);
@@ -212,12 +207,9 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 		return;
 	}
 	(void)agent_record_cell(a, c, 0);
-	agent_ev_cell_start(c);
-	if (a->cfg.verbose)
-		agent_show_code(c);
-	notify_status("cell %u: %s", c->n,
+	agent_ev_cell_start(a, c);
+	agent_ev_status(a, "cell %u: %s", c->n,
 	    c->summary != NULL ? c->summary : "");
-	tui_set_cell(c->n, c->summary);
 }
 
 /* No worker took over after c's died: the fatal stop (a_fatal) follows
@@ -248,8 +240,7 @@ a_finished(void *ctx, struct cell *c)
 		mark_no_successor(c);
 	agent_calls_cell_over(a, c);
 	(void)agent_record_cell(a, c, 1);
-	agent_ev_cell_end(c);
-	agent_show_result(a, c);
+	agent_ev_cell_end(a, c);
 	if (a->stopping || no_worker_after(c)) {
 		return;		/* the first decided stop holds */
 	} else if (c->status == CELL_EXITED) {
@@ -291,7 +282,7 @@ static const struct runner_ops agent_runner_ops = {
 };
 
 /*
- * The watchdog's rule of progress (notify.h): a cell is running or
+ * The watchdog's rule of progress (observe.h's live): a cell is running or
  * waiting for its worker (bounded by the cell's timeout and the worker's
  * ready timeout), or a model call is open (bounded by its request timeout
  * and the outage patience), or the operator paused the run (pausing is
@@ -339,8 +330,7 @@ teardown(struct agent *a, int rc)
 	while ((c = runner_cut(a->runner, why)) != NULL) {
 		agent_calls_cut(a, c, why);
 		(void)agent_record_cell(a, c, 1);
-		agent_ev_cell_end(c);
-		agent_show_result(a, c);
+		agent_ev_cell_end(a, c);
 	}
 	/* calls still open are cut now: their estimate is journaled (the
 	 * cut calls report no usage: the totals are the same after) */
@@ -383,14 +373,14 @@ no_worker(struct agent *a, const char *why)
 	agent_stop(a, EXIT_WORKER, why);
 	rc = end_run(a, a->stop_rc);
 	agent_ctl_close(a);
-	notify_stopping();
+	agent_ev_stopping(a);
 	return rc;
 }
 
 static int
 agent_run(struct agent *a, const char *wpath)
 {
-	struct runner_config rcfg;
+	struct runner_config rcfg = a->cfg.runner;
 	char *code;
 	int rc;
 
@@ -401,10 +391,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (a->loop == NULL || a->red == NULL ||
 	    runstop_setup(&a->stops, a->loop) < 0)
 		fatal("agent: set-up");
-	out_set_redact(a->red);		/* the gate for everything shown */
-	out_attach(a->loop);
-	if (a->cfg.json)		/* stdout is the event stream's */
-		events_start(a->red);
+	agent_ev_attach(a);	/* the gate for everything shown */
 	if (agent_open_journal(a) < 0)	/* said why */
 		return a->journal_broken ? a->journal_broken : EXIT_USAGE;
 	if (a->stopping)	/* ended already, or a crash loop */
@@ -412,16 +399,11 @@ agent_run(struct agent *a, const char *wpath)
 	if (agent_setup_model(a) < 0)
 		return EXIT_USAGE;
 	agent_ctl_open(a);	/* before the world: it is masked there */
-	notify_init(a->loop);
-	notify_set_alive(a_alive, a);
 	a->signatures = json_object();
 	agent_start_deadline(a);
-	if (!events_enabled() && tui_init(a->loop, 1))
-		(void)atexit(tui_end);
-	config_runner(&rcfg, &a->cfg, wpath, 0);
+	agent_ev_live(a, a_alive);
 	rcfg.red = a->red;
 	rcfg.jail = &a->view.jc;
-	rcfg.pause_ui = tui_pause;	/* input() owns the terminal meanwhile */
 	rcfg.snapshot_every_cell = 1;	/* each cell follows a model call */
 	a->runner = runner_new(a->loop, &rcfg, &agent_runner_ops, a);
 	a->stops.runner = a->runner;
@@ -459,7 +441,7 @@ agent_run(struct agent *a, const char *wpath)
 	}
 	/* a stop decided while resuming ends the process: no loop */
 	if (!a->stopping) {
-		notify_ready();
+		agent_ev_ready(a);
 		rc = loop_run(a->loop);
 	} else {
 		rc = a->stop_rc;
@@ -467,8 +449,8 @@ agent_run(struct agent *a, const char *wpath)
 	teardown(a, rc);
 	rc = end_run(a, a->stop_rc);
 	agent_ctl_close(a);
-	tui_end();
-	notify_stopping();
+	agent_ev_run_over(a);
+	agent_ev_stopping(a);
 	return rc;
 }
 
@@ -481,8 +463,7 @@ agent_free(struct agent *a)
 	runner_free(a->runner);
 	view_clear(&a->view);
 	hosttools_free(a->host);
-	out_attach(NULL);
-	out_set_redact(NULL);
+	agent_ev_detach(a);
 	redact_free(a->red);
 	loop_free(a->loop);
 	agent_clear_successor(a);
@@ -493,45 +474,27 @@ agent_free(struct agent *a)
 	json_decref(a->signatures);
 	free(a->stop_reason);
 	free(a->restart_note);
-	config_clear(&a->cfg);
 }
 
 int
-agent_main(int argc, char **argv)
+agent_main(const struct agent_config *cfg, const struct agent_observer *obs,
+    size_t nobs)
 {
 	struct agent a;
-	char *wpath;
 	int rc;
 
 	memset(&a, 0, sizeof a);
-	rc = config_parse(&a.cfg, argc, argv, "agentz");
-	if (rc != 0) {
-		config_clear(&a.cfg);
-		return rc > 0 ? EXIT_OK : EXIT_USAGE;
-	}
-	log_init("agentz", a.cfg.verbose);
-	if ((a.cfg.resume && a.cfg.journal == NULL) || a.cfg.nargs > 1 ||
-	    (!a.cfg.resume && (a.cfg.nargs != 1 || *a.cfg.args[0] == '\0'))) {
-		(void)fprintf(stderr, "agentz: give the task as one argument, "
-		    "e.g. agentz \"summarise README.md\", or --resume with "
-		    "--journal FILE (see agentz --help)\n");
-		config_clear(&a.cfg);
+	a.cfg = *cfg;
+	a.obs = obs;
+	a.nobs = nobs;
+	if (agent_set_price(&a) < 0)
 		return EXIT_USAGE;
-	}
-	if (agent_set_price(&a) < 0) {
-		config_clear(&a.cfg);
-		return EXIT_USAGE;
-	}
-	a.task = a.cfg.nargs == 1 ? a.cfg.args[0] : NULL;
-	wpath = config_worker_path(&a.cfg);
-	if (wpath == NULL)
-		fatal("agent: worker path");
-	if (view_init(&a.view, &a.cfg, wpath, "agentz") < 0)
+	a.task = a.cfg.task;
+	if (view_init(&a.view, &a.cfg.view, a.cfg.worker_path, "agentz") < 0)
 		rc = EXIT_USAGE;
 	else
-		rc = agent_run(&a, wpath);
+		rc = agent_run(&a, a.cfg.worker_path);
 	agent_ev_run_end(&a, rc);
 	agent_free(&a);
-	free(wpath);
 	return rc;
 }

@@ -1,8 +1,9 @@
 /*
  * agent_int.h - private to the agent run's files (agent.c, prompt.c,
- * show.c, budget.c, resume.c, agentcall.c, repair.c, operator.c): the run's state and
- * the functions they share. Nothing outside them includes it; the run's
- * public face is agent.h.
+ * emit.c, budget.c, calljournal.c, resume.c, agentcall.c, repair.c,
+ * operator.c, reload.c): the run's state and the functions they share.
+ * Nothing outside them includes it; the run's public faces are agent.h
+ * and observe.h.
  */
 #ifndef AGENTZ_AGENT_INT_H
 #define AGENTZ_AGENT_INT_H
@@ -12,18 +13,18 @@
 
 #include <jansson.h>
 
+#include "common/exitcodes.h"
+#include "common/log.h"
 #include "proto/proto.h"
+#include "supervisor/agent/agent.h"
+#include "supervisor/agent/observe.h"
 #include "supervisor/agent/tools.h"
-#include "supervisor/front/config.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/runstop.h"
-#include "supervisor/front/view.h"
-
-#define RECOVERY_SUMMARY \
-	"Analyze the previous cell's error and generate repair code."
+#include "supervisor/agent/runstop.h"
+#include "supervisor/world/view.h"
 
 struct ctl;
 struct journal;
@@ -36,18 +37,11 @@ struct call_mark {
 	long long journaled;
 };
 
-/* A model request, for its events (agentev.c). */
-struct agent_req {
-	uint64_t n;		/* 1, 2, ... in the run */
-	uint64_t call;		/* the model call, once started; 0: none */
-	uint32_t cell;		/* the cell that asked, or the failed one */
-	const char *purpose;	/* "call_me", "repair" */
-	uint64_t t0_us;
-	struct model_call_stats st;
-};
-
 struct agent {
-	struct config cfg;
+	struct agent_config cfg;
+	const struct agent_observer *obs;	/* the observers (emit.c) */
+	size_t nobs;
+	uint64_t requests;		/* model requests numbered so far */
 	struct view view;
 	const char *task;
 	char *task_kept;	/* the task read back from the journal */
@@ -140,11 +134,6 @@ void agent_run_cell(struct agent *a, const char *code, size_t len,
 char *agent_first_cell(const char *task);
 int agent_setup_model(struct agent *a);
 
-/* show.c: what the run shows */
-void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
-    size_t n);
-void agent_show_code(const struct cell *c);
-void agent_show_result(const struct agent *a, const struct cell *c);
 
 /* budget.c: budgets, spending and failure counts */
 long long agent_tokens(const struct agent *a);
@@ -197,20 +186,35 @@ long long agent_calls_estimate(const struct agent *a);
 /* Frees the call_me requests still waiting for a slot (the run ended). */
 void agent_calls_clear(struct agent *a);
 
-/* agentev.c: the run's events (front/events.h; nothing while off) */
+/* emit.c: what the run tells its observers (observe.h) */
+void agent_ev_attach(struct agent *a);
+void agent_ev_live(struct agent *a, int (*alive)(void *));
+void agent_ev_ready(struct agent *a);
+void agent_ev_run_over(struct agent *a);
+void agent_ev_stopping(struct agent *a);
+void agent_ev_detach(struct agent *a);
 void agent_ev_run_start(const struct agent *a);
 void agent_ev_run_end(const struct agent *a, int rc);
-void agent_ev_stop(int rc, const char *why);
-void agent_ev_cell_start(const struct cell *c);
-void agent_ev_cell_end(const struct cell *c);
+void agent_ev_stop(const struct agent *a, int rc, const char *why);
+void agent_ev_status(const struct agent *a, const char *fmt, ...)
+    LOG_PRINTF(2, 3);
+void agent_ev_cell_start(const struct agent *a, const struct cell *c);
+void agent_ev_cell_end(const struct agent *a, const struct cell *c);
+void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
+    size_t n);
 void agent_ev_kill(void *ctx, const struct cell *c, const char *stage,
     const char *why);
 void agent_ev_repair(const struct agent *a, const struct cell *failed);
-void agent_ev_request_start(struct agent_req *q, uint32_t cell,
-    const char *purpose, int stream);
-void agent_ev_request_end(const struct agent_req *q, const char *type,
-    const char *msg);
-void agent_ev_outage(const struct agent *a, const struct model_outage *o);
+/* numbers q (1, 2, ... in the run) and starts its clock */
+void agent_ev_request_start(struct agent *a, struct agent_req *q,
+    uint32_t cell, const char *purpose, int stream);
+void agent_ev_request_end(const struct agent *a, const struct agent_req *q,
+    const char *type, const char *msg);
+void agent_ev_streaming(const struct agent *a, size_t delta_bytes);
+void agent_ev_totals(const struct agent *a);
+void agent_ev_outage(const struct agent *a, const struct model_outage *o,
+    const char *what);
+void agent_ev_operator(const struct agent *a);
 
 /* agentcall.c: the request of model call id (a cell's or the repair's),
  * NULL when none is open */

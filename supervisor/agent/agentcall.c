@@ -26,7 +26,6 @@
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/tui.h"
 
 /* A call_me from the worker, waiting for its model call (a->calls). */
 struct pending {
@@ -131,7 +130,7 @@ end_calls(struct agent *a, int all, uint32_t cell, int gone, const char *why)
 		p->gone |= gone;
 		if (model_end(a->model, p->call, why) == 0) {
 			pending_unlink(p);	/* not open: nothing runs */
-			agent_ev_request_end(&p->rq, "ModelError", why);
+			agent_ev_request_end(a, &p->rq, "ModelError", why);
 			pending_free(p);
 		}
 	}
@@ -245,7 +244,7 @@ call_done(void *ctx, const struct model_answer *ans, const char *type,
 		type = "BudgetExceeded";
 		msg = a->stop_reason;
 	}
-	agent_ev_request_end(&p->rq, type, msg);
+	agent_ev_request_end(a, &p->rq, type, msg);
 	agent_count_call(a, type, p->tokens_at, p->sent + p->streamed,
 	    p->mark.id);
 	(void)agent_budget_watch(a);	/* its usage may cross a budget */
@@ -288,7 +287,7 @@ call_progress(void *ctx, size_t delta_bytes)
 	if (delta_bytes > p->streamed)
 		p->streamed = delta_bytes;
 	agent_call_grew(p->a, &p->mark, p->sent + p->streamed);
-	tui_set_streaming(delta_bytes);
+	agent_ev_streaming(p->a, delta_bytes);
 	/* crossing a budget stops the run; the loop ends the stream */
 	(void)agent_budget_watch(p->a);
 }
@@ -384,7 +383,7 @@ call_start(struct agent *a, struct pending *p, const char *text, size_t len)
 	}
 	(void)agent_add_restart_note(a, q, "\n\n");
 	call_begin(a, p, p->cell);
-	agent_ev_request_start(&p->rq, p->cell, "call_me", stream);
+	agent_ev_request_start(a, &p->rq, p->cell, "call_me", stream);
 	call_started(p, model_call(a->model, q, stream, p->cell, &call_ops,
 	    p));
 	model_req_free(q);

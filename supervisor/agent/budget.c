@@ -12,12 +12,10 @@
 
 #include <jansson.h>
 
-#include "supervisor/front/config.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/tui.h"
 
 #define MAX_FAILURES 3
 
@@ -86,9 +84,7 @@ agent_count_call(struct agent *a, const char *type, long long tokens_at,
 		a->cost_est += price_cost(&a->price, 0, 0, est);
 	}
 	total = agent_tokens(a);
-	tui_set_total(total);
-	if (a->priced)
-		tui_set_cost(agent_cost(a));
+	agent_ev_totals(a);
 	if (total != a->tokens_journaled || id >= 0) {
 		a->tokens_journaled = total;
 		rec = json_pack("{s:I, s:I}", "tokens", (json_int_t)total,

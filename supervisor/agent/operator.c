@@ -27,8 +27,6 @@
 
 #include "common/log.h"
 #include "supervisor/ctl/ctl.h"
-#include "supervisor/front/notify.h"
-#include "supervisor/front/tui.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
 #include "supervisor/run/runner.h"
@@ -39,7 +37,7 @@
 static void
 show_flags(const struct agent *a)
 {
-	tui_set_operator(a->paused, a->notes_pending);
+	agent_ev_operator(a);
 }
 
 static json_t *
@@ -315,7 +313,7 @@ op_pause(struct agent *a, const struct ctl_req *q)
 	if (!a->paused) {
 		log_info("paused by the operator: no new cell starts until "
 		    "resume");
-		notify_status("paused by the operator: no new cell starts");
+		agent_ev_status(a, "paused by the operator: no new cell starts");
 	}
 	a->paused = 1;
 	show_flags(a);
@@ -340,7 +338,7 @@ op_resume(struct agent *a, const struct ctl_req *q)
 	(void)q;
 	if (a->paused) {
 		log_info("resumed by the operator");
-		notify_status("resumed by the operator");
+		agent_ev_status(a, "resumed by the operator");
 	}
 	a->paused = 0;
 	show_flags(a);
@@ -397,7 +395,7 @@ agent_op_hold(struct agent *a, const char *code, size_t len,
 	a->held = 1;
 	agent_clear_successor(a);
 	log_info("paused: the next cell waits for the operator's resume");
-	notify_status("paused by the operator: the next cell waits");
+	agent_ev_status(a, "paused by the operator: the next cell waits");
 	return 1;
 }
 

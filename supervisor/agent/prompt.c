@@ -12,12 +12,9 @@
 #include <jansson.h>
 
 #include "common/log.h"
-#include "supervisor/front/config.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/model/http.h"
 #include "supervisor/model/model.h"
-#include "supervisor/front/notify.h"
-#include "supervisor/front/tui.h"
 
 static const char instructions_fmt[] =
 "You are an autonomous agent running inside agentz. You act only by writing "
@@ -74,7 +71,7 @@ static const char instructions_fmt[] =
 "reply: then keep going, or wait for input with input().\n";
 
 static char *
-make_instructions(const struct config *c)
+make_instructions(const struct agent_config *c)
 {
 	char *s;
 
@@ -115,19 +112,18 @@ on_outage(void *ctx, const struct model_outage *o)
 
 	char what[160];
 
-	agent_ev_outage(a, o);
 	if (o->over != 0) {
 		a->outage[0] = '\0';
-		tui_set_waiting(NULL);
-		notify_status("%s", o->over > 0 ? "the model answers again" :
-		    "stopped waiting for the model");
+		agent_ev_outage(a, o, NULL);
+		agent_ev_status(a, "%s", o->over > 0 ?
+		    "the model answers again" : "stopped waiting for the model");
 		return;
 	}
 	(void)snprintf(what, sizeof what, "waiting for the model: %s; next "
 	    "try in %.0f s", o->reason, o->next_try_in);
-	tui_set_waiting(what);
+	agent_ev_outage(a, o, what);
 	(void)snprintf(a->outage, sizeof a->outage, "%s", what);
-	notify_status("%s", what);
+	agent_ev_status(a, "%s", what);
 	(void)agent_record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
 	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));
 }
@@ -139,7 +135,7 @@ agent_setup_model(struct agent *a)
 	struct host_tools ht;
 	const char *key = getenv("OPENAI_API_KEY");
 
-	if ((key == NULL || *key == '\0') && config_needs_key(a->cfg.base_url)) {
+	if ((key == NULL || *key == '\0') && a->cfg.needs_key) {
 		log_warnx("OPENAI_API_KEY is not set (in the environment or "
 		    "./.env), and the model is at %s", a->cfg.base_url);
 		return -1;

@@ -21,7 +21,6 @@
 #include <jansson.h>
 
 #include "common/log.h"
-#include "supervisor/front/config.h"
 
 #define WORDS_MAX 64
 
@@ -52,9 +51,9 @@ refuse(const char *why)
 
 /* Takes c's budgets; NULL, or why they cannot be kept. */
 static const char *
-take(struct agent *a, const struct config *c)
+take(struct agent *a, const struct agent_config *c, int nargs)
 {
-	if (c->nargs != 0)
+	if (nargs != 0)
 		return "budgets takes options only (e.g. --max-cells 40)";
 	if (c->max_cost > 0 && !a->priced)
 		return "--max-cost needs the price of the run's model, which "
@@ -74,8 +73,8 @@ agent_op_budgets(struct agent *a, const char *opts, size_t len)
 {
 	char *buf = strndup(opts, len), *argv[WORDS_MAX];
 	const char *no = NULL;
-	struct config c;
-	int argc;
+	struct agent_config c;
+	int argc, nargs = 0;
 
 	if (buf == NULL)
 		return refuse("out of memory");
@@ -84,11 +83,11 @@ agent_op_budgets(struct agent *a, const char *opts, size_t len)
 		return refuse("too many words");
 	}
 	/* a bad option is said on the run's stderr, by the usual parser */
-	if (config_parse(&c, argc, argv, "agentz ctl budgets") != 0)
+	memset(&c, 0, sizeof c);
+	if (a->cfg.reparse(argc, argv, &c, &nargs) != 0)
 		no = "not options agentz takes (the run's log says which)";
 	else
-		no = take(a, &c);
-	config_clear(&c);
+		no = take(a, &c, nargs);
 	free(buf);
 	if (no != NULL)
 		return refuse(no);

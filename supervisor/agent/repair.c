@@ -12,11 +12,9 @@
 
 #include "common/log.h"
 #include "supervisor/cells/record_json.h"
-#include "supervisor/front/config.h"
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/tui.h"
 
 #define SAID_MAX 300	/* bytes of the model's words in a log line */
 #define RECOVERY_PREFIX "Repair the failed cell and continue the original " \
@@ -55,7 +53,7 @@ recovery_done(void *ctx, const struct model_answer *ans, const char *type,
 	struct agent *a = ctx;
 
 	a->recovering = 0;
-	agent_ev_request_end(&a->recovery_req, type, msg);
+	agent_ev_request_end(a, &a->recovery_req, type, msg);
 	agent_count_call(a, type, a->recovery_tokens_at, a->recovery_bytes +
 	    a->recovery_streamed, a->recovery_mark.id);
 	if (a->stopping)
@@ -83,7 +81,7 @@ recovery_progress(void *ctx, size_t delta_bytes)
 		a->recovery_streamed = delta_bytes;
 	agent_call_grew(a, &a->recovery_mark, a->recovery_bytes +
 	    a->recovery_streamed);
-	tui_set_streaming(delta_bytes);
+	agent_ev_streaming(a, delta_bytes);
 	(void)agent_budget_watch(a);	/* crossing a budget stops the run */
 }
 
@@ -139,7 +137,8 @@ agent_start_recovery(struct agent *a)
 	a->recovery_streamed = 0;
 	a->recovery_for = (uint32_t)runner_cells(a->runner)->n;
 	agent_ev_repair(a, a->failed);
-	agent_ev_request_start(&a->recovery_req, a->failed->n, "repair", 0);
+	agent_ev_request_start(a, &a->recovery_req, a->failed->n, "repair",
+	    0);
 	req = a->recovery_req.n;
 	agent_call_opened(a, &a->recovery_mark, a->recovery_bytes);
 	call = model_call(a->model, q, 0, a->recovery_for, &recovery_ops, a);

@@ -19,7 +19,6 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "supervisor/cells/record_json.h"
-#include "supervisor/front/config.h"
 #include "supervisor/cells/journal.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"

@@ -4,6 +4,7 @@
 #include "supervisor/front/config.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -14,62 +15,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/size.h"
 #include "proto/proto.h"
-#include "supervisor/run/runner.h"
-
-enum {
-	OPT_WORKER = 256, OPT_SANDBOX, OPT_SANDBOX_DEBUG, OPT_OUTPUT_LIMIT,
-	OPT_MAX_FRAME, OPT_CELL_TIMEOUT, OPT_GRACE, OPT_MEMORY_LIMIT,
-	OPT_PASS_ENV, OPT_MODEL, OPT_BASE_URL, OPT_SERVICE_TIER,
-	OPT_REQUEST_TIMEOUT, OPT_MAX_OUTPUT_TOKENS, OPT_MAX_RETRIES,
-	OPT_JOURNAL, OPT_RESUME, OPT_MAX_CELLS, OPT_DEADLINE, OPT_MAX_TOKENS,
-	OPT_MAX_SAME_FAILURE, OPT_ISOLATION, OPT_WORKSPACE, OPT_TMP_SIZE,
-	OPT_MASK, OPT_NO_DEFAULT_MASKS, OPT_WRITABLE_GIT,
-	OPT_OUTAGE_PATIENCE, OPT_MAX_RESTARTS, OPT_MAX_COST, OPT_PRICE,
-	OPT_SNAPSHOT, OPT_MAX_PARALLEL_CALLS
-};
-
-
-static const struct option long_opts[] = {
-	{"json", no_argument, NULL, 'j'},
-	{"verbose", no_argument, NULL, 'v'},
-	{"help", no_argument, NULL, 'h'},
-	{"worker", required_argument, NULL, OPT_WORKER},
-	{"sandbox", required_argument, NULL, OPT_SANDBOX},
-	{"sandbox-debug", no_argument, NULL, OPT_SANDBOX_DEBUG},
-	{"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-	{"output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT},
-	{"max-frame", required_argument, NULL, OPT_MAX_FRAME},
-	{"cell-timeout", required_argument, NULL, OPT_CELL_TIMEOUT},
-	{"grace", required_argument, NULL, OPT_GRACE},
-	{"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
-	{"pass-env", required_argument, NULL, OPT_PASS_ENV},
-	{"model", required_argument, NULL, OPT_MODEL},
-	{"base-url", required_argument, NULL, OPT_BASE_URL},
-	{"service-tier", required_argument, NULL, OPT_SERVICE_TIER},
-	{"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
-	{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT_TOKENS},
-	{"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
-	{"outage-patience", required_argument, NULL, OPT_OUTAGE_PATIENCE},
-	{"journal", required_argument, NULL, OPT_JOURNAL},
-	{"resume", no_argument, NULL, OPT_RESUME},
-	{"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
-	{"max-cells", required_argument, NULL, OPT_MAX_CELLS},
-	{"deadline", required_argument, NULL, OPT_DEADLINE},
-	{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
-	{"max-cost", required_argument, NULL, OPT_MAX_COST},
-	{"price", required_argument, NULL, OPT_PRICE},
-	{"max-same-failure", required_argument, NULL, OPT_MAX_SAME_FAILURE},
-	{"max-parallel-calls", required_argument, NULL,
-	    OPT_MAX_PARALLEL_CALLS},
-	{"isolation", required_argument, NULL, OPT_ISOLATION},
-	{"workspace", required_argument, NULL, OPT_WORKSPACE},
-	{"tmp-size", required_argument, NULL, OPT_TMP_SIZE},
-	{"mask", required_argument, NULL, OPT_MASK},
-	{"no-default-masks", no_argument, NULL, OPT_NO_DEFAULT_MASKS},
-	{"writable-git", no_argument, NULL, OPT_WRITABLE_GIT},
-	{NULL, 0, NULL, 0}
-};
 
 static const char agent_help[] =
     "usage: agentz [options] \"TASK\"          run an agent on a task\n"
@@ -193,29 +140,130 @@ usage(const char *cmd, FILE *f)
 	(void)fputs(is_exec(cmd) ? exec_tail : agent_tail, f);
 }
 
-int
-config_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v;
-	double mult = 1;
+/* The values of --sandbox, --snapshot and --isolation, in their enums'
+ * order (--isolation's first, AUTO, is its absence). */
+static const char *const sandbox_names[] = { "off", "default", "strict",
+	NULL };
+static const char *const snapshot_names[] = { "auto", "always", "never",
+	NULL };
+static const char *const isolation_names[] = {
+	"", "required", "best-effort", "off", NULL
+};
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || v < 0 || !isfinite(v))
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mult = 1024.0; end++; break;
-	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
-	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-	default: break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-	if (*end != '\0' || v * mult > 1e18)
-		return -1;
-	*out = (uint64_t)(v * mult);
-	return 0;
+_Static_assert(sizeof(enum sandbox_profile) == sizeof(int) &&
+    sizeof(enum snapshot_policy) == sizeof(int) &&
+    sizeof(enum isolation) == sizeof(int), "choices are stored as int");
+
+/* How an option's value is read, and where it goes. */
+enum opt_kind {
+	K_FLAG,		/* int = 1 */
+	K_MORE,		/* int += 1 (-v -v) */
+	K_STR,		/* const char *, as given */
+	K_SECONDS,	/* double > 0 */
+	K_PATIENCE,	/* double, 0 to max */
+	K_UINT,		/* unsigned, min to max */
+	K_LONG,		/* long, min to max */
+	K_LLONG,	/* long long, min to max */
+	K_SIZE,		/* size_t, at least min bytes */
+	K_SIZE64,	/* uint64_t, at least min bytes (0: none, with
+			 * allow0) */
+	K_CHOICE,	/* an enum: the index of the value in choices */
+	K_LIST,		/* const char ** (NULL-ended) and its size_t count */
+	K_COST,		/* --max-cost USD */
+	K_PRICE		/* --price IN,CACHED,OUT */
+};
+
+#define OFF(f)	offsetof(struct config, f)
+
+static const struct opt {
+	const char *name;
+	enum opt_kind kind;
+	size_t offset;
+	long long min, max;
+	const char *const *choices;
+	int allow0;	/* K_SIZE64: 0 is accepted (none) */
+	int nonempty;	/* K_LIST: an empty value is refused (a path) */
+	size_t count;	/* K_LIST: the count's offset */
+	int shortc;	/* its short option, 0: none */
+} opts[] = {
+	{ "json", K_FLAG, OFF(json), 0, 0, NULL, 0, 0, 0, 'j' },
+	{ "verbose", K_MORE, OFF(verbose), 0, 0, NULL, 0, 0, 0, 'v' },
+	{ "worker", K_STR, OFF(worker_path), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "sandbox", K_CHOICE, OFF(sandbox), 0, 0, sandbox_names, 0, 0, 0,
+	    0 },
+	{ "sandbox-debug", K_FLAG, OFF(sandbox_debug), 0, 0, NULL, 0, 0, 0,
+	    0 },
+	{ "snapshot", K_CHOICE, OFF(snapshot), 0, 0, snapshot_names, 0, 0, 0,
+	    0 },
+	{ "output-limit", K_SIZE, OFF(output_limit), 64, 0, NULL, 0, 0, 0,
+	    0 },
+	{ "max-frame", K_SIZE, OFF(max_frame), 4096, 0, NULL, 0, 0, 0, 0 },
+	{ "cell-timeout", K_SECONDS, OFF(cell_timeout), 0, 0, NULL, 0, 0, 0,
+	    0 },
+	{ "grace", K_SECONDS, OFF(grace), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "memory-limit", K_SIZE64, OFF(memory_limit), 64 << 20, 0, NULL, 1,
+	    0, 0, 0 },
+	{ "pass-env", K_LIST, OFF(pass_env), 0, 0, NULL, 0, 0,
+	    OFF(npass_env), 0 },
+	{ "model", K_STR, OFF(model), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "base-url", K_STR, OFF(base_url), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "service-tier", K_STR, OFF(service_tier), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "request-timeout", K_SECONDS, OFF(request_timeout), 0, 0, NULL, 0,
+	    0, 0, 0 },
+	{ "max-output-tokens", K_LONG, OFF(max_output_tokens), 16, 1L << 30,
+	    NULL, 0, 0, 0, 0 },
+	{ "max-retries", K_UINT, OFF(max_retries), 0, 100, NULL, 0, 0, 0,
+	    0 },
+	{ "outage-patience", K_PATIENCE, OFF(outage_patience), 0,
+	    7 * 86400, NULL, 0, 0, 0, 0 },
+	{ "journal", K_STR, OFF(journal), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "resume", K_FLAG, OFF(resume), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "max-restarts", K_UINT, OFF(max_restarts), 0, 1000000, NULL, 0, 0,
+	    0, 0 },
+	{ "max-cells", K_UINT, OFF(max_cells), 1, 1L << 30, NULL, 0, 0, 0,
+	    0 },
+	{ "deadline", K_SECONDS, OFF(deadline), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "max-tokens", K_LLONG, OFF(max_tokens), 1, LONG_MAX, NULL, 0, 0, 0,
+	    0 },
+	{ "max-cost", K_COST, OFF(max_cost), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "price", K_PRICE, OFF(price), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "max-same-failure", K_UINT, OFF(max_same_failure), 1, 1000, NULL,
+	    0, 0, 0, 0 },
+	{ "max-parallel-calls", K_UINT, OFF(max_parallel_calls), 1,
+	    MAX_PARALLEL_CALLS_MAX, NULL, 0, 0, 0, 0 },
+	{ "isolation", K_CHOICE, OFF(isolation), 0, 0, isolation_names, 0, 0,
+	    0, 0 },
+	{ "workspace", K_STR, OFF(workspace), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "tmp-size", K_SIZE64, OFF(tmp_size), 1 << 20, 0, NULL, 0, 0, 0,
+	    0 },
+	{ "mask", K_LIST, OFF(masks), 0, 0, NULL, 0, 1, OFF(nmasks), 0 },
+	{ "no-default-masks", K_FLAG, OFF(no_default_masks), 0, 0, NULL, 0,
+	    0, 0, 0 },
+	{ "writable-git", K_FLAG, OFF(writable_git), 0, 0, NULL, 0, 0, 0,
+	    0 },
+};
+
+#define NOPTS	(sizeof opts / sizeof opts[0])
+#define OPT_VAL	256	/* getopt's value of opts[i]: OPT_VAL + i */
+
+const char *
+config_sandbox_name(enum sandbox_profile p)
+{
+	return sandbox_names[p];
+}
+
+const char *
+config_isolation_name(enum isolation i)
+{
+	return i == ISOLATION_AUTO ? NULL : isolation_names[i];
+}
+
+static int
+bad(const char *cmd, const char *opt, const char *val, const char *why)
+{
+	(void)fprintf(stderr, "%s: invalid %s '%s': %s\n", cmd, opt, val,
+	    why);
+	return -1;
 }
 
 static int
@@ -228,9 +276,6 @@ seconds(const char *s, double *out)
 	return errno != 0 || end == s || *end != '\0' || !isfinite(*out) ||
 	    *out <= 0 ? -1 : 0;
 }
-
-static int bad(const char *cmd, const char *opt, const char *val,
-    const char *why);
 
 static int
 count(const char *cmd, const char *opt, const char *val, long min, long max,
@@ -249,67 +294,40 @@ count(const char *cmd, const char *opt, const char *val, long min, long max,
 	return 0;
 }
 
-/* --max-cost USD (an optional leading '$') and --price IN,CACHED,OUT. */
+/* --max-cost USD (an optional leading '$'). */
 static int
-money(struct config *c, int ch, const char *val, const char *cmd)
+cost(const char *cmd, const char *val, double *out)
 {
 	const char *s = val[0] == '$' ? val + 1 : val;
 	char *end;
 
-	if (ch == OPT_PRICE) {
-		if (price_parse(val, &c->price) < 0)
-			return bad(cmd, "--price", val, "expected IN,CACHED,OUT: "
-			    "three numbers >= 0, USD per 1M tokens, e.g. "
-			    "1.25,0.125,10");
-		c->has_price = 1;
-		return 0;
-	}
 	if (!isdigit((unsigned char)*s) && *s != '.')
 		return bad(cmd, "--max-cost", val, "expected US dollars > 0, "
 		    "e.g. 2.50");
 	errno = 0;
-	c->max_cost = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !isfinite(c->max_cost) ||
-	    c->max_cost <= 0 || c->max_cost > 1e9)
+	*out = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !isfinite(*out) ||
+	    *out <= 0 || *out > 1e9)
 		return bad(cmd, "--max-cost", val, "expected US dollars > 0, "
 		    "e.g. 2.50");
 	return 0;
 }
 
+/* --outage-patience SECS: 0 (no waiting) up to max. */
 static int
-budget(struct config *c, int ch, const char *val, const char *cmd)
+patience(const char *cmd, const char *val, double max, double *out)
 {
-	long n;
+	char *end;
+	double v;
 
-	if (ch == OPT_MAX_COST || ch == OPT_PRICE)
-		return money(c, ch, val, cmd);
-	if (ch == OPT_MAX_TOKENS) {
-		if (count(cmd, "--max-tokens", val, 1, LONG_MAX, &n) < 0)
-			return -1;
-		c->max_tokens = n;
-	} else if (ch == OPT_MAX_PARALLEL_CALLS) {
-		if (count(cmd, "--max-parallel-calls", val, 1,
-		    MAX_PARALLEL_CALLS_MAX, &n) < 0)
-			return -1;
-		c->max_parallel_calls = (unsigned)n;
-	} else if (ch == OPT_MAX_CELLS) {
-		if (count(cmd, "--max-cells", val, 1, 1L << 30, &n) < 0)
-			return -1;
-		c->max_cells = (unsigned)n;
-	} else {
-		if (count(cmd, "--max-same-failure", val, 1, 1000, &n) < 0)
-			return -1;
-		c->max_same_failure = (unsigned)n;
-	}
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno != 0 || end == val || *end != '\0' || !isfinite(v) ||
+	    v < 0 || v > max)
+		return bad(cmd, "--outage-patience", val,
+		    "expected seconds, 0 to 604800");
+	*out = v;
 	return 0;
-}
-
-static int
-bad(const char *cmd, const char *opt, const char *val, const char *why)
-{
-	(void)fprintf(stderr, "%s: invalid %s '%s': %s\n", cmd, opt, val,
-	    why);
-	return -1;
 }
 
 /* Appends s to the NULL-terminated list *v of *n entries. */
@@ -326,170 +344,159 @@ list_add(const char ***v, size_t *n, const char *s)
 	return 0;
 }
 
-static int set_size(const char *cmd, const char *opt, const char *val,
-    uint64_t min, uint64_t *out);
-
-static int
-world_opt(struct config *c, int ch, const char *cmd)
-{
-	switch (ch) {
-	case OPT_ISOLATION:
-		if (strcmp(optarg, "required") && strcmp(optarg, "best-effort") &&
-		    strcmp(optarg, "off"))
-			return bad(cmd, "--isolation", optarg,
-			    "expected required, best-effort or off");
-		c->isolation = optarg;
-		return 0;
-	case OPT_WORKSPACE: c->workspace = optarg; return 0;
-	case OPT_TMP_SIZE:
-		return set_size(cmd, "--tmp-size", optarg, 1u << 20,
-		    &c->tmp_size);
-	case OPT_MASK:
-		if (optarg[0] == '\0')
-			return bad(cmd, "--mask", optarg, "expected a path");
-		return list_add(&c->masks, &c->nmasks, optarg);
-	case OPT_WRITABLE_GIT:
-		c->writable_git = 1;
-		return 0;
-	default:
-		c->no_default_masks = 1;
-		return 0;
-	}
-}
-
 static int
 set_size(const char *cmd, const char *opt, const char *val, uint64_t min,
-    uint64_t *out)
+    int allow0, uint64_t *out)
 {
-	if (config_size(val, out) < 0)
+	if (size_parse(val, out) < 0)
 		return bad(cmd, opt, val, "expected a size like 512K, 64M, 4G");
-	if (*out < min && !(min > 0 && *out == 0 && strcmp(opt,
-	    "--memory-limit") == 0))
+	if (*out < min && !(allow0 && *out == 0))
 		return bad(cmd, opt, val, "too small");
 	return 0;
 }
 
-/* --outage-patience SECS: 0 (no waiting) up to a week. */
+/* The index of val in o's choices (refused: said, with them all). */
 static int
-patience(struct config *c, const char *val, const char *cmd)
+choice(const char *cmd, const char *flag, const struct opt *o,
+    const char *val)
 {
-	char *end;
-	double v;
+	const char *const *c = o->choices;
+	char expect[128];
+	size_t n = 0, i, first = c[0][0] == '\0';	/* "": not a value */
 
-	errno = 0;
-	v = strtod(val, &end);
-	if (errno != 0 || end == val || *end != '\0' || !isfinite(v) ||
-	    v < 0 || v > 7 * 86400.0)
-		return bad(cmd, "--outage-patience", val,
-		    "expected seconds, 0 to 604800");
-	c->outage_patience = v;
+	while (c[n] != NULL)
+		n++;
+	for (i = first; i < n; i++)
+		if (strcmp(val, c[i]) == 0)
+			return (int)i;
+	(void)snprintf(expect, sizeof expect, "expected %s", c[first]);
+	for (i = first + 1; i < n; i++)
+		(void)snprintf(expect + strlen(expect), sizeof expect -
+		    strlen(expect), "%s%s", i + 1 < n ? ", " : " or ", c[i]);
+	(void)bad(cmd, flag, val, expect);
+	return -1;
+}
+
+/* Numbers: whole ones in o's range, seconds, sizes. */
+static int
+number(struct config *c, const struct opt *o, const char *flag,
+    const char *val, const char *cmd)
+{
+	char *at = (char *)c + o->offset;
+	uint64_t v;
+	long n;
+
+	switch (o->kind) {
+	case K_SECONDS:
+		return seconds(val, (double *)(void *)at) < 0 ? bad(cmd, flag,
+		    val, "expected seconds > 0") : 0;
+	case K_PATIENCE:
+		return patience(cmd, val, (double)o->max, (double *)(void *)at);
+	case K_SIZE:
+	case K_SIZE64:
+		if (set_size(cmd, flag, val, (uint64_t)o->min, o->allow0,
+		    &v) < 0)
+			return -1;
+		if (o->kind == K_SIZE)
+			*(size_t *)(void *)at = (size_t)v;
+		else
+			*(uint64_t *)(void *)at = v;
+		return 0;
+	case K_FLAG: case K_MORE: case K_STR: case K_UINT: case K_LONG:
+	case K_LLONG: case K_CHOICE: case K_LIST: case K_COST: case K_PRICE:
+		break;
+	}
+	if (count(cmd, flag, val, (long)o->min, (long)o->max, &n) < 0)
+		return -1;
+	if (o->kind == K_UINT)
+		*(unsigned *)(void *)at = (unsigned)n;
+	else if (o->kind == K_LONG)
+		*(long *)(void *)at = n;
+	else
+		*(long long *)(void *)at = n;
 	return 0;
 }
 
+/* Option o with its value val (NULL: none) into c. */
 static int
-one_opt(struct config *c, int ch, const char *cmd)
+one_opt(struct config *c, const struct opt *o, const char *val,
+    const char *cmd)
 {
-	uint64_t v;
+	char *at = (char *)c + o->offset, flag[40];
+	int i;
 
-	switch (ch) {
-	case 'j': c->json = 1; return 0;
-	case 'v': c->verbose++; return 0;
-	case OPT_WORKER: c->worker_path = optarg; return 0;
-	case OPT_SANDBOX:
-		if (strcmp(optarg, "off") && strcmp(optarg, "default") &&
-		    strcmp(optarg, "strict"))
-			return bad(cmd, "--sandbox", optarg,
-			    "expected off, default or strict");
-		c->sandbox = optarg;
-		return 0;
-	case OPT_SANDBOX_DEBUG: c->sandbox_debug = 1; return 0;
-	case OPT_SNAPSHOT:
-		if (strcmp(optarg, "auto") && strcmp(optarg, "always") &&
-		    strcmp(optarg, "never"))
-			return bad(cmd, "--snapshot", optarg,
-			    "expected auto, always or never");
-		c->snapshot = optarg;
-		return 0;
-	case OPT_OUTPUT_LIMIT:
-		if (set_size(cmd, "--output-limit", optarg, 64, &v) < 0)
+	(void)snprintf(flag, sizeof flag, "--%s", o->name);
+	switch (o->kind) {
+	case K_FLAG: *(int *)(void *)at = 1; return 0;
+	case K_MORE: (*(int *)(void *)at)++; return 0;
+	case K_STR: *(const char **)(void *)at = val; return 0;
+	case K_CHOICE:
+		if ((i = choice(cmd, flag, o, val)) < 0)
 			return -1;
-		c->output_limit = (size_t)v;
+		*(int *)(void *)at = i;
 		return 0;
-	case OPT_MAX_FRAME:
-		if (set_size(cmd, "--max-frame", optarg, 4096, &v) < 0)
-			return -1;
-		c->max_frame = (size_t)v;
+	case K_LIST:
+		if (o->nonempty && val[0] == '\0')
+			return bad(cmd, flag, val, "expected a path");
+		return list_add((const char ***)(void *)at,
+		    (size_t *)(void *)((char *)c + o->count), val);
+	case K_COST:
+		return cost(cmd, val, (double *)(void *)at);
+	case K_PRICE:
+		if (price_parse(val, &c->price) < 0)
+			return bad(cmd, "--price", val, "expected IN,CACHED,OUT: "
+			    "three numbers >= 0, USD per 1M tokens, e.g. "
+			    "1.25,0.125,10");
+		c->has_price = 1;
 		return 0;
-	case OPT_MEMORY_LIMIT:
-		if (set_size(cmd, "--memory-limit", optarg, 64u << 20,
-		    &c->memory_limit) < 0)
-			return -1;
-		return 0;
-	case OPT_CELL_TIMEOUT:
-		return seconds(optarg, &c->cell_timeout) < 0 ? bad(cmd,
-		    "--cell-timeout", optarg, "expected seconds > 0") : 0;
-	case OPT_GRACE:
-		return seconds(optarg, &c->grace) < 0 ? bad(cmd, "--grace",
-		    optarg, "expected seconds > 0") : 0;
-	case OPT_PASS_ENV:
-		return list_add(&c->pass_env, &c->npass_env, optarg);
-	case OPT_ISOLATION:
-	case OPT_WORKSPACE:
-	case OPT_TMP_SIZE:
-	case OPT_MASK:
-	case OPT_NO_DEFAULT_MASKS:
-	case OPT_WRITABLE_GIT:
-		return world_opt(c, ch, cmd);
-	case OPT_MODEL: c->model = optarg; return 0;
-	case OPT_JOURNAL: c->journal = optarg; return 0;
-	case OPT_RESUME: c->resume = 1; return 0;
-	case OPT_MAX_RESTARTS: {
-		long n;
+	case K_SECONDS: case K_PATIENCE: case K_UINT: case K_LONG:
+	case K_LLONG: case K_SIZE: case K_SIZE64:
+		break;
+	}
+	return number(c, o, flag, val, cmd);
+}
 
-		if (count(cmd, "--max-restarts", optarg, 0, 1000000, &n) < 0)
-			return -1;
-		c->max_restarts = (unsigned)n;
-		return 0;
-	}
-	case OPT_DEADLINE:
-		return seconds(optarg, &c->deadline) < 0 ? bad(cmd, "--deadline",
-		    optarg, "expected seconds > 0") : 0;
-	case OPT_MAX_CELLS:
-	case OPT_MAX_TOKENS:
-	case OPT_MAX_COST:
-	case OPT_PRICE:
-	case OPT_MAX_SAME_FAILURE:
-	case OPT_MAX_PARALLEL_CALLS:
-		return budget(c, ch, optarg, cmd);
-	case OPT_BASE_URL: c->base_url = optarg; return 0;
-	case OPT_SERVICE_TIER: c->service_tier = optarg; return 0;
-	case OPT_REQUEST_TIMEOUT:
-		return seconds(optarg, &c->request_timeout) < 0 ? bad(cmd,
-		    "--request-timeout", optarg, "expected seconds > 0") : 0;
-	case OPT_MAX_OUTPUT_TOKENS:
-		return count(cmd, "--max-output-tokens", optarg, 16, 1L << 30,
-		    &c->max_output_tokens);
-	case OPT_OUTAGE_PATIENCE:
-		return patience(c, optarg, cmd);
-	case OPT_MAX_RETRIES: {
-		long n;
+/* getopt's table of opts (and --help), built once. */
+static const struct option *
+long_opts(void)
+{
+	static struct option lo[NOPTS + 2];
+	size_t i;
 
-		if (count(cmd, "--max-retries", optarg, 0, 100, &n) < 0)
-			return -1;
-		c->max_retries = (unsigned)n;
-		return 0;
+	if (lo[0].name != NULL)
+		return lo;
+	for (i = 0; i < NOPTS; i++) {
+		lo[i].name = opts[i].name;
+		lo[i].has_arg = opts[i].kind == K_FLAG ||
+		    opts[i].kind == K_MORE ? no_argument : required_argument;
+		lo[i].val = opts[i].shortc != 0 ? opts[i].shortc :
+		    OPT_VAL + (int)i;
 	}
-	default:
-		return -1;
-	}
+	lo[NOPTS].name = "help";
+	lo[NOPTS].val = 'h';
+	return lo;
+}
+
+/* The option getopt returned as ch. */
+static const struct opt *
+opt_of(int ch)
+{
+	size_t i;
+
+	if (ch >= OPT_VAL && (size_t)(ch - OPT_VAL) < NOPTS)
+		return &opts[ch - OPT_VAL];
+	for (i = 0; i < NOPTS; i++)
+		if (opts[i].shortc == ch)
+			return &opts[i];
+	return NULL;
 }
 
 static void
 defaults(struct config *c)
 {
 	memset(c, 0, sizeof *c);
-	c->sandbox = "default";
-	c->snapshot = "auto";
+	c->sandbox = SANDBOX_DEFAULT;
+	c->snapshot = SNAPSHOT_AUTO;
 	c->output_limit = 1u << 20;
 	c->max_frame = PROTO_MAX_FRAME_DEFAULT;
 	c->cell_timeout = 3600;
@@ -523,7 +530,7 @@ config_parse(struct config *c, int argc, char **argv, const char *cmd)
 	defaults(c);
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":jvh", long_opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":jvh", long_opts(), NULL)) != -1) {
 		if (ch == 'h') {
 			usage(cmd, stdout);
 			return 1;
@@ -543,7 +550,8 @@ config_parse(struct config *c, int argc, char **argv, const char *cmd)
 			    "'%s --help')\n", cmd, argv[optind - 1], cmd);
 			return -1;
 		}
-		if (one_opt(c, ch, cmd) < 0)
+		if (opt_of(ch) == NULL ||
+		    one_opt(c, opt_of(ch), optarg, cmd) < 0)
 			return -1;
 	}
 	c->args = argv + optind;
@@ -608,7 +616,7 @@ config_runner(struct runner_config *rc, const struct config *c,
 {
 	memset(rc, 0, sizeof *rc);
 	rc->worker.path = wpath;
-	rc->worker.sandbox = c->sandbox;
+	rc->worker.sandbox = sandbox_names[c->sandbox];
 	rc->worker.sandbox_debug = c->sandbox_debug;
 	rc->worker.max_frame = c->max_frame;
 	rc->worker.output_limit = c->output_limit;
@@ -626,9 +634,22 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->worker.limits.fsize = c->fsize_limit;
 	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
 	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
-	rc->snapshot = strcmp(c->snapshot, "always") == 0 ? SNAPSHOT_ALWAYS :
-	    strcmp(c->snapshot, "never") == 0 ? SNAPSHOT_NEVER : SNAPSHOT_AUTO;
+	rc->snapshot = c->snapshot;
 	rc->output_limit = c->output_limit;
 	rc->max_start_failures = 5;
 	rc->input_fd = input_fd;
+}
+
+void
+config_view(struct view_options *vo, const struct config *c)
+{
+	memset(vo, 0, sizeof *vo);
+	vo->workspace = c->workspace;
+	vo->masks = c->masks;
+	vo->nmasks = c->nmasks;
+	vo->no_default_masks = c->no_default_masks;
+	vo->writable_git = c->writable_git;
+	vo->journal = c->journal;
+	vo->isolation = c->isolation;
+	vo->tmp_size = c->tmp_size;
 }

@@ -8,30 +8,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/exitcodes.h"
+#include "supervisor/agent/agent.h"
 #include "supervisor/agent/price.h"
+#include "supervisor/run/runner.h"
+#include "supervisor/world/view.h"
 
-/* --max-parallel-calls: the default and the most accepted */
-#define MAX_PARALLEL_CALLS_DEFAULT	8
-#define MAX_PARALLEL_CALLS_MAX		256
 
-#define EXIT_OK		0
-#define EXIT_FAILED	1	/* a cell failed / the run stopped on errors */
-#define EXIT_USAGE	2
-#define EXIT_WORKER	3	/* the worker cannot be started */
-#define EXIT_BUDGET	4	/* a hard stop: cells, deadline, tokens, cost,
-				 * repeats */
-#define EXIT_JOURNAL	5	/* the journal cannot be written: disk full,
-				 * read-only */
-#define EXIT_OPERATOR	6	/* the operator stopped the run (agentz ctl) */
-#define EXIT_SIGINT	130
+/* --sandbox: the worker's seccomp profile */
+enum sandbox_profile { SANDBOX_OFF, SANDBOX_DEFAULT, SANDBOX_STRICT };
 
 struct config {
 	int json;
 	int verbose;
 	const char *worker_path;	/* default: next to our executable */
-	const char *sandbox;		/* off | default | strict */
+	enum sandbox_profile sandbox;
 	int sandbox_debug;
-	const char *snapshot;		/* auto | always | never */
+	enum snapshot_policy snapshot;
 	size_t output_limit;
 	size_t max_frame;
 	double cell_timeout;		/* seconds */
@@ -42,8 +35,8 @@ struct config {
 	uint64_t fsize_limit;		/* largest file a cell may write */
 	const char **pass_env;		/* NULL-terminated */
 	/* the worker's world (sandbox/jail.h) */
-	const char *isolation;		/* required | best-effort | off, NULL =
-					 * required as root or under systemd */
+	enum isolation isolation;	/* AUTO: required as root or under
+					 * systemd */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
 	const char **masks;		/* --mask, NULL-terminated */
@@ -94,10 +87,13 @@ char *config_worker_path(const struct config *c);
  * Other servers (a local model, a proxy) may need none: 0.
  */
 int config_needs_key(const char *base_url);
-/* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
-int config_size(const char *s, uint64_t *out);
 
-struct runner_config;
+/* The names of --sandbox and --isolation values, as given (NULL:
+ * --isolation not given). */
+const char *config_sandbox_name(enum sandbox_profile p);
+const char *config_isolation_name(enum isolation i);
+/* The worker's view that follows from the options (see view.h). */
+void config_view(struct view_options *vo, const struct config *c);
 /* The runner settings that follow from the operator's configuration c
  * (wpath: the worker executable; input_fd for input(), -1 none). */
 void config_runner(struct runner_config *rc, const struct config *c,

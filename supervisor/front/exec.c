@@ -23,11 +23,11 @@
 #include "common/log.h"
 #include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
-#include "supervisor/front/out.h"
+#include "supervisor/ui/out.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
-#include "supervisor/front/runstop.h"
-#include "supervisor/front/view.h"
+#include "supervisor/agent/runstop.h"
+#include "supervisor/world/view.h"
 
 struct src_cell {
 	char *code;
@@ -351,6 +351,7 @@ int
 exec_main(int argc, char **argv)
 {
 	struct exec_run x;
+	struct view_options vo;
 	char *wpath;
 	int rc;
 
@@ -374,7 +375,8 @@ exec_main(int argc, char **argv)
 	wpath = config_worker_path(&x.cfg);
 	if (wpath == NULL)
 		fatal("exec: worker path");
-	if (view_init(&x.view, &x.cfg, wpath, "agentz exec") < 0) {
+	config_view(&vo, &x.cfg);
+	if (view_init(&x.view, &vo, wpath, "agentz exec") < 0) {
 		exec_free(&x);
 		free(wpath);
 		return EXIT_USAGE;

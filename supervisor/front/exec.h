@@ -6,7 +6,7 @@
 #ifndef AGENTZ_EXEC_H
 #define AGENTZ_EXEC_H
 
-/* Returns the process exit status (config.h EXIT_*). */
+/* Returns the process exit status (EXIT_*, common/exitcodes.h). */
 int exec_main(int argc, char **argv);
 
 #endif

@@ -20,13 +20,13 @@
 #include "common/log.h"
 #include "proto/proto.h"
 #include "sandbox/contain.h"
-#include "supervisor/agent/agent.h"
-#include "supervisor/front/config.h"
+#include "common/exitcodes.h"
+#include "supervisor/front/agentcli.h"
 #include "supervisor/front/ctlcli.h"
 #include "supervisor/text/dotenv.h"
 #include "supervisor/front/exec.h"
-#include "supervisor/front/notify.h"
-#include "supervisor/front/view.h"
+#include "supervisor/ui/notify.h"
+#include "supervisor/world/view.h"
 #include "supervisor/report/report.h"
 
 static void
@@ -80,15 +80,46 @@ load_dotenv(void)
 	return rc;
 }
 
+/* When a subcommand starts (main's order). */
+enum stage {
+	STAGE_CLIENT,	/* first: the operator's clients stay dumpable, so
+			 * a run can check who they are */
+	STAGE_FILE,	/* reads a file, runs nothing: no ./.env */
+	STAGE_RUN	/* a run with a worker, after ./.env */
+};
+
+static const struct subcommand {
+	const char *name;
+	int (*main)(int argc, char **argv);	/* argv[0]: the name */
+	enum stage stage;
+} subcommands[] = {
+	{ "ctl", ctlcli_ctl_main, STAGE_CLIENT },
+	{ "runs", ctlcli_runs_main, STAGE_CLIENT },
+	{ "report", report_main, STAGE_FILE },
+	{ "exec", exec_main, STAGE_RUN },
+};
+
+/* argv[1]'s subcommand, or NULL (an agent run, or no argument). */
+static const struct subcommand *
+subcommand(int argc, char **argv)
+{
+	size_t i;
+
+	for (i = 0; argc >= 2 && i < sizeof subcommands / sizeof
+	    subcommands[0]; i++)
+		if (strcmp(argv[1], subcommands[i].name) == 0)
+			return &subcommands[i];
+	return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
+	const struct subcommand *sub = subcommand(argc, argv);
+
 	log_init("agentz", 0);
-	/* The operator's clients: dumpable, so a run can check who they are */
-	if (argc >= 2 && strcmp(argv[1], "ctl") == 0)
-		return ctlcli_ctl_main(argc - 1, argv + 1);
-	if (argc >= 2 && strcmp(argv[1], "runs") == 0)
-		return ctlcli_runs_main(argc - 1, argv + 1);
+	if (sub != NULL && sub->stage == STAGE_CLIENT)
+		return sub->main(argc - 1, argv + 1);
 	/* Nothing we start may read our memory or /proc/<pid>/environ. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	/* Orphans of the worker's tree come to us, to be swept. */
@@ -101,12 +132,12 @@ main(int argc, char **argv)
 		(void)printf("agentz 0.1 (protocol %d)\n", PROTO_VERSION);
 		return EXIT_OK;
 	}
-	if (strcmp(argv[1], "report") == 0)	/* reads a file, runs nothing */
-		return report_main(argc - 1, argv + 1);
+	if (sub != NULL && sub->stage == STAGE_FILE)
+		return sub->main(argc - 1, argv + 1);
 	if (load_dotenv() < 0)
 		return EXIT_USAGE;
 	notify_load_credentials();
-	if (strcmp(argv[1], "exec") == 0)
-		return exec_main(argc - 1, argv + 1);
-	return agent_main(argc, argv);
+	if (sub != NULL)
+		return sub->main(argc - 1, argv + 1);
+	return agentcli_main(argc, argv);
 }

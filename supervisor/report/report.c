@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "supervisor/front/config.h"
+#include "common/exitcodes.h"
+#include "common/size.h"
 #include "supervisor/report/report_int.h"
 
 /* Bytes shown of one cell's code, output or traceback (head and tail). */
@@ -63,7 +64,7 @@ parse(int argc, char **argv, struct opts *o)
 			return EXIT_OK;
 		} else if (c == 'o')
 			o->output = optarg;
-		else if (c == 'm' && config_size(optarg, &size) == 0 &&
+		else if (c == 'm' && size_parse(optarg, &size) == 0 &&
 		    size >= SHOWN_MIN && size <= SIZE_MAX / 2)
 			o->shown = (size_t)size;
 		else {

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "common/size.h"
 #include "supervisor/cells/capture.h"
 #include "supervisor/cells/cells.h"
 #include "supervisor/front/config.h"
@@ -160,23 +161,23 @@ test_utf8_sanitize(void **state)
 /* --- sizes ---------------------------------------------------------------- */
 
 static void
-test_config_size(void **state)
+test_size_parse(void **state)
 {
 	uint64_t v;
 
 	(void)state;
-	assert_int_equal(config_size("1024", &v), 0);
+	assert_int_equal(size_parse("1024", &v), 0);
 	assert_int_equal(v, 1024);
-	assert_int_equal(config_size("64K", &v), 0);
+	assert_int_equal(size_parse("64K", &v), 0);
 	assert_int_equal(v, 65536);
-	assert_int_equal(config_size("1.5M", &v), 0);
+	assert_int_equal(size_parse("1.5M", &v), 0);
 	assert_int_equal(v, 1572864);
-	assert_int_equal(config_size("4GiB", &v), 0);
+	assert_int_equal(size_parse("4GiB", &v), 0);
 	assert_int_equal(v, (uint64_t)4 << 30);
-	assert_int_equal(config_size("lots", &v), -1);
-	assert_int_equal(config_size("-1", &v), -1);
-	assert_int_equal(config_size("5X", &v), -1);
-	assert_int_equal(config_size("", &v), -1);
+	assert_int_equal(size_parse("lots", &v), -1);
+	assert_int_equal(size_parse("-1", &v), -1);
+	assert_int_equal(size_parse("5X", &v), -1);
+	assert_int_equal(size_parse("", &v), -1);
 }
 
 /* Only OpenAI's own host needs a key; local servers and proxies do not. */
@@ -608,7 +609,7 @@ main(void)
 		cmocka_unit_test(test_capture_one_huge_chunk),
 		cmocka_unit_test(test_capture_freeze_keeps_the_text_exactly_sized),
 		cmocka_unit_test(test_utf8_sanitize),
-		cmocka_unit_test(test_config_size),
+		cmocka_unit_test(test_size_parse),
 		cmocka_unit_test(test_config_needs_key),
 		cmocka_unit_test(test_rewrite_effort_only_goes_up),
 		cmocka_unit_test(test_rewrite_engine_fields_tools_and_extra_body),

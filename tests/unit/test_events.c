@@ -1,5 +1,5 @@
 /*
- * test_events.c - the event stream of `agentz --json` (front/events.h):
+ * test_events.c - the event stream of `agentz --json` (ui/events.h):
  * a cell record -> the rollback event it implies (which the runner cannot
  * produce yet: no record says "rolled back" before the snapshot work), and
  * the lines written: the envelope, seq, redaction of every string, a UTF-8
@@ -19,8 +19,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/front/events.h"
-#include "supervisor/front/out.h"
+#include "supervisor/ui/events.h"
+#include "supervisor/ui/out.h"
 #include "supervisor/text/redact.h"
 
 #define SECRET	"sk-unit-events-SECRET-9931"

@@ -22,8 +22,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/front/out.h"
-#include "supervisor/front/pipemodel.h"
+#include "supervisor/ui/out.h"
+#include "supervisor/ui/pipemodel.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/model/streamred.h"
 #include "supervisor/text/termout.h"

@@ -16,7 +16,7 @@
  * ends, so that the operator's git never takes a repository a cell made
  * for one of theirs.
  */
-#include "supervisor/front/view.h"
+#include "supervisor/world/view.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +31,6 @@
 
 #include "common/log.h"
 #include "common/path.h"
-#include "supervisor/front/config.h"
 
 /* Entries looked at for .git in a workspace, .git kept read-only, .git
  * named in the marker, and the most of a marker read. */
@@ -124,7 +123,7 @@ add_abs(struct view *v, const char *path)
 }
 
 static int
-always_masks(struct view *v, const struct config *c)
+always_masks(struct view *v, const struct view_options *c)
 {
 	const char *cred = getenv("CREDENTIALS_DIRECTORY");
 	char cwd[PATH_MAX];
@@ -468,7 +467,7 @@ untrust_leftovers(struct view *v, const char *old)
 
 /* What keeps a cell's leftovers from the operator (see the top). */
 static int
-guard_workspace(struct view *v, const struct config *c)
+guard_workspace(struct view *v, const struct view_options *c)
 {
 	char *old = marker_read(v->workspace);
 	int rc;
@@ -547,7 +546,7 @@ view_dotenv_check(const char *dir, char *ws, size_t len)
 }
 
 static int
-workspace(struct view *v, const struct config *c, const char *cmd)
+workspace(struct view *v, const struct view_options *c, const char *cmd)
 {
 	const char *given = c->workspace != NULL ? c->workspace : ".";
 	char buf[PATH_MAX];
@@ -574,12 +573,18 @@ workspace(struct view *v, const struct config *c, const char *cmd)
 }
 
 static enum jail_mode
-mode_of(const struct config *c)
+mode_of(const struct view_options *c)
 {
-	if (c->isolation != NULL)
-		return strcmp(c->isolation, "off") == 0 ? JAIL_OFF :
-		    strcmp(c->isolation, "required") == 0 ? JAIL_REQUIRED :
-		    JAIL_BEST_EFFORT;
+	switch (c->isolation) {
+	case ISOLATION_OFF:
+		return JAIL_OFF;
+	case ISOLATION_REQUIRED:
+		return JAIL_REQUIRED;
+	case ISOLATION_BEST_EFFORT:
+		return JAIL_BEST_EFFORT;
+	case ISOLATION_AUTO:
+		break;
+	}
 	/* a plain user's kernel may refuse user namespaces (e.g. AppArmor's
 	 * restriction): such a user still gets a worker, and is told */
 	return geteuid() == 0 || getenv("NOTIFY_SOCKET") != NULL ||
@@ -587,7 +592,7 @@ mode_of(const struct config *c)
 }
 
 int
-view_init(struct view *v, const struct config *c, const char *wpath,
+view_init(struct view *v, const struct view_options *c, const char *wpath,
     const char *cmd)
 {
 	memset(v, 0, sizeof *v);

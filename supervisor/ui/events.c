@@ -4,13 +4,13 @@
  * redactor, one line each to stdout through out.h's queue; cell output
  * kept whole per UTF-8 character; cell_end and the rollback it implies.
  */
-#include "supervisor/front/events.h"
+#include "supervisor/ui/events.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "supervisor/front/out.h"
+#include "supervisor/ui/out.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/text/utf8.h"
 

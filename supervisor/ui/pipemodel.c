@@ -2,7 +2,7 @@
  * pipemodel.c - the model of a pipe's slots (see pipemodel.h). Runs in the
  * supervisor's loop; allocates only in pipe_model_new and on a resize.
  */
-#include "supervisor/front/pipemodel.h"
+#include "supervisor/ui/pipemodel.h"
 
 #include <errno.h>
 #include <fcntl.h>

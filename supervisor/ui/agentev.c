@@ -1,11 +1,11 @@
 /*
- * agentev.c - what the agent run tells its event stream (`agentz --json`,
- * front/events.h; the schema is README.md's "The event stream"): the
- * run's start and end, stops, cells, kills, repairs, model requests and
- * outage waits, each built from the run's state. Nothing is built while
- * the stream is off (see agent_int.h).
+ * agentev.c - the agent run's observer that writes its event stream
+ * (`agentz --json`, events.h; the schema is README.md's "The event
+ * stream"): the run's start and end, stops, cells, kills, repairs, model
+ * requests and outage waits. Nothing is built while the stream is off
+ * (see listen.h).
  */
-#include "supervisor/agent/agent_int.h"
+#include "supervisor/ui/listen.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +13,13 @@
 
 #include <jansson.h>
 
+#include "common/exitcodes.h"
+#include "supervisor/agent/agent.h"
 #include "supervisor/cells/record_json.h"
-#include "supervisor/front/config.h"
-#include "supervisor/front/events.h"
 #include "supervisor/loop/loop.h"
-#include "supervisor/run/runner.h"
+#include "supervisor/ui/events.h"
 
 static struct {
-	uint64_t requests;	/* numbers given so far */
 	double started;		/* wall clock of run_start */
 	int stopped;		/* a stop event went out */
 } aev;
@@ -39,19 +38,19 @@ int_or_null(long long v)
 }
 
 static json_t *
-run_options(const struct config *c)
+run_options(const struct agent_config *c, const struct ui_opts *u)
 {
 	return json_pack("{s:f, s:f, s:f, s:I, s:i, s:f, s:I, s:I}",
 	    "cell_timeout", c->cell_timeout, "grace", c->grace,
 	    "request_timeout", c->request_timeout, "max_output_tokens",
 	    (json_int_t)c->max_output_tokens, "max_retries",
 	    (int)c->max_retries, "outage_patience", c->outage_patience,
-	    "output_limit", (json_int_t)c->output_limit, "memory_limit",
+	    "output_limit", (json_int_t)u->output_limit, "memory_limit",
 	    (json_int_t)c->memory_limit);
 }
 
 static json_t *
-run_limits(const struct config *c)
+run_limits(const struct agent_config *c)
 {
 	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
 	    "max_cells", int_or_null(c->max_cells), "deadline",
@@ -62,24 +61,24 @@ run_limits(const struct config *c)
 }
 
 static json_t *
-run_sandbox(const struct agent *a)
+run_sandbox(const struct agent_run_info *r, const struct ui_opts *u)
 {
-	const struct runner *r = a->runner;
-
 	return json_pack("{s:o, s:o, s:o, s:o, s:o}", "seccomp",
-	    events_str(a->cfg.sandbox), "isolation_mode",
-	    events_str(a->cfg.isolation), "isolation", events_str(r != NULL ?
-	    runner_isolation(r) : NULL), "containment", events_str(r != NULL ?
-	    runner_containment(r) : NULL), "workspace",
-	    events_str(a->view.workspace));
+	    events_str(u->seccomp), "isolation_mode",
+	    events_str(u->isolation_mode), "isolation",
+	    events_str(r->isolation), "containment",
+	    events_str(r->containment), "workspace",
+	    events_str(r->workspace));
 }
 
-void
-agent_ev_run_start(const struct agent *a)
+static void
+ev_run_start(void *ctx, const struct agent_run_info *r)
 {
-	json_t *price = a->priced ? json_pack("{s:f, s:f, s:f}", "input",
-	    a->price.input, "cached", a->price.cached, "output",
-	    a->price.output) : json_null();
+	const struct ui_opts *u = ctx;
+	const struct agent_config *c = r->cfg;
+	json_t *price = r->price != NULL ? json_pack("{s:f, s:f, s:f}",
+	    "input", r->price->input, "cached", r->price->cached, "output",
+	    r->price->output) : json_null();
 
 	aev.started = loop_wall();
 	if (!events_enabled()) {
@@ -87,12 +86,12 @@ agent_ev_run_start(const struct agent *a)
 		return;
 	}
 	events_emit("run_start", json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, "
-	    "s:i, s:o, s:o, s:o, s:o}", "task", events_str(a->task), "model",
-	    events_str(a->cfg.model), "base_url", events_str(a->cfg.base_url),
-	    "service_tier", events_str(a->cfg.service_tier), "resume",
-	    a->cfg.resume, "journal", events_str(a->cfg.journal), "pid",
-	    (int)getpid(), "options", run_options(&a->cfg), "limits",
-	    run_limits(&a->cfg), "price", price, "sandbox", run_sandbox(a)));
+	    "s:i, s:o, s:o, s:o, s:o}", "task", events_str(r->task), "model",
+	    events_str(c->model), "base_url", events_str(c->base_url),
+	    "service_tier", events_str(c->service_tier), "resume",
+	    c->resume, "journal", events_str(c->journal), "pid",
+	    (int)getpid(), "options", run_options(c, u), "limits",
+	    run_limits(c), "price", price, "sandbox", run_sandbox(r, u)));
 }
 
 /* What kind of stop an exit status is. */
@@ -121,9 +120,10 @@ stop_kind(int rc)
 	}
 }
 
-void
-agent_ev_stop(int rc, const char *why)
+static void
+ev_stop(void *ctx, int rc, const char *why)
 {
+	(void)ctx;
 	if (aev.stopped)
 		return;
 	aev.stopped = 1;
@@ -137,27 +137,26 @@ agent_ev_stop(int rc, const char *why)
 	    events_str(why)));
 }
 
-void
-agent_ev_run_end(const struct agent *a, int rc)
+static void
+ev_run_end(void *ctx, int rc, const char *reason,
+    const struct agent_totals *t)
 {
-	double cost = agent_cost_usd(a);
-
 	if (!events_enabled())
 		return;
-	agent_ev_stop(rc, a->stop_reason);	/* a signal has not said */
+	ev_stop(ctx, rc, reason);	/* a signal has not said */
 	events_emit("run_end", json_pack("{s:i, s:o, s:I, s:I, s:I, s:o, "
-	    "s:i, s:f}", "exit", rc, "reason", events_str(a->stop_reason),
-	    "cells",
-	    (json_int_t)(a->runner != NULL ? runner_cells(a->runner)->n : 0),
-	    "tokens", (json_int_t)agent_tokens(a), "tokens_estimated",
-	    (json_int_t)a->tokens_est, "cost", cost >= 0 ? json_real(cost) :
-	    json_null(), "failures", (int)a->failures, "duration",
-	    aev.started > 0 ? loop_wall() - aev.started : 0.0));
+	    "s:i, s:f}", "exit", rc, "reason", events_str(reason), "cells",
+	    (json_int_t)t->cells, "tokens", (json_int_t)t->tokens,
+	    "tokens_estimated", (json_int_t)t->tokens_estimated, "cost",
+	    t->cost >= 0 ? json_real(t->cost) : json_null(), "failures",
+	    (int)t->failures, "duration", aev.started > 0 ? loop_wall() -
+	    aev.started : 0.0));
 }
 
-void
-agent_ev_cell_start(const struct cell *c)
+static void
+ev_cell_start(void *ctx, const struct cell *c)
 {
+	(void)ctx;
 	if (!events_enabled())
 		return;
 	events_emit("cell_start", json_pack("{s:i, s:o, s:o, s:o, s:b}",
@@ -168,15 +167,17 @@ agent_ev_cell_start(const struct cell *c)
 	    c->summary != NULL && strcmp(c->summary, RECOVERY_SUMMARY) == 0));
 }
 
-void
-agent_ev_cell_end(const struct cell *c)
+static void
+ev_cell_end(void *ctx, const struct cell *c, const struct agent_totals *t)
 {
+	(void)ctx;
+	(void)t;
 	if (events_enabled())
 		events_cell_end(cells_json(c));
 }
 
-void
-agent_ev_kill(void *ctx, const struct cell *c, const char *stage,
+static void
+ev_kill(void *ctx, const struct cell *c, const char *stage,
     const char *why)
 {
 	(void)ctx;
@@ -186,35 +187,32 @@ agent_ev_kill(void *ctx, const struct cell *c, const char *stage,
 	    "stage", stage, "reason", events_str(why)));
 }
 
-void
-agent_ev_repair(const struct agent *a, const struct cell *failed)
+static void
+ev_repair(void *ctx, const struct cell *failed, uint32_t next,
+    unsigned failures)
 {
+	(void)ctx;
 	if (!events_enabled())
 		return;
 	events_emit("repair", json_pack("{s:i, s:i, s:s, s:s?, s:o, s:o, "
-	    "s:i}", "cell", (int)failed->n, "next_cell", (int)a->recovery_for,
+	    "s:i}", "cell", (int)failed->n, "next_cell", (int)next,
 	    "status", cells_status_name(failed->status), "kind",
 	    cells_kind_name(failed->kind), "exception_type",
 	    events_str(failed->exception_type), "detail",
-	    events_str(failed->detail), "failures", (int)a->failures));
+	    events_str(failed->detail), "failures", (int)failures));
 }
 
 /* --- model requests ----------------------------------------------------------- */
 
-void
-agent_ev_request_start(struct agent_req *q, uint32_t cell,
-    const char *purpose, int stream)
+static void
+ev_request_start(void *ctx, const struct agent_req *q, int stream)
 {
-	memset(q, 0, sizeof *q);
-	q->n = ++aev.requests;
-	q->cell = cell;
-	q->purpose = purpose;
-	q->t0_us = loop_now_us();
+	(void)ctx;
 	if (!events_enabled())
 		return;
 	events_emit("model_request_start", json_pack("{s:I, s:i, s:s, s:b}",
-	    "request", (json_int_t)q->n, "cell", (int)cell, "purpose", purpose,
-	    "stream", stream));
+	    "request", (json_int_t)q->n, "cell", (int)q->cell, "purpose",
+	    q->purpose, "stream", stream));
 }
 
 static json_t *
@@ -224,12 +222,13 @@ request_error(const char *type, const char *msg)
 	    events_str(msg)) : json_null();
 }
 
-void
-agent_ev_request_end(const struct agent_req *q, const char *type,
+static void
+ev_request_end(void *ctx, const struct agent_req *q, const char *type,
     const char *msg)
 {
 	const struct model_call_stats *s = &q->st;
 
+	(void)ctx;
 	if (!events_enabled())
 		return;
 	events_emit("model_request_end", json_pack("{s:I, s:i, s:s, s:I, s:I, "
@@ -245,12 +244,14 @@ agent_ev_request_end(const struct agent_req *q, const char *type,
 	    "error", request_error(type, msg)));
 }
 
-void
-agent_ev_outage(const struct agent *a, const struct model_outage *o)
+static void
+ev_outage(void *ctx, const struct model_outage *o, const struct agent_req *q,
+    const char *what)
 {
-	const struct agent_req *q = agent_call_req(a, o->call);
 	json_t *f;
 
+	(void)ctx;
+	(void)what;
 	if (!events_enabled())
 		return;
 	f = json_pack("{s:o, s:o, s:I, s:f, s:f, s:f, s:i, s:o}", "request",
@@ -268,4 +269,45 @@ agent_ev_outage(const struct agent *a, const struct model_outage *o)
 	(void)json_object_set_new(f, "outcome", json_string(o->over > 0 ?
 	    "answered" : "gave_up"));
 	events_emit("outage_wait_end", f);
+}
+
+/* --- the observer --------------------------------------------------------- */
+
+static void
+ev_attach(void *ctx, struct loop *l, const struct redact *red)
+{
+	const struct ui_opts *u = ctx;
+
+	(void)l;
+	if (u->json)		/* stdout is the event stream's */
+		events_start(red);
+}
+
+static void
+ev_output(void *ctx, const struct cell *c, int stream, const char *p,
+    size_t n)
+{
+	(void)ctx;
+	/* a stalled reader loses only the live copy: the record keeps it */
+	if (events_enabled())
+		events_cell_output(c != NULL ? (long)c->n : -1, stream, p, n);
+}
+
+void
+ui_events_observer(struct agent_observer *o, const struct ui_opts *u)
+{
+	memset(o, 0, sizeof *o);
+	o->ctx = (void *)(uintptr_t)u;
+	o->attach = ev_attach;
+	o->run_start = ev_run_start;
+	o->cell_start = ev_cell_start;
+	o->output = ev_output;
+	o->cell_end = ev_cell_end;
+	o->kill = ev_kill;
+	o->repair = ev_repair;
+	o->request_start = ev_request_start;
+	o->request_end = ev_request_end;
+	o->outage = ev_outage;
+	o->stop = ev_stop;
+	o->run_end = ev_run_end;
 }

@@ -1,7 +1,7 @@
 /*
  * out.c - bounded, non-blocking output queues and the gate (see out.h).
  */
-#include "supervisor/front/out.h"
+#include "supervisor/ui/out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,64 +17,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "supervisor/front/pipemodel.h"
+#include "supervisor/ui/out_int.h"
+#include "supervisor/ui/pipemodel.h"
 #include "supervisor/text/termout.h"
 
-/* Room beyond OUT_QUEUE_MAX for what must not be cut: the drop notice, a
- * status bar control sequence, the rest of a frame begun. */
-#define OUT_SLACK	8192
-#define OUT_CAP		(OUT_QUEUE_MAX + OUT_SLACK)
-/* The pipe size asked for the event stream, and how often a line that
- * does not fit yet is tried again. */
-#define OUT_PIPE_SIZE	(1 << 20)
-#define OUT_RETRY_MS	20
-#define OUT_FINAL_MAX	4
-
-enum out_mode {
-	M_DIRECT,	/* a regular file: plain (blocking) writes */
-	M_NONBLOCK,	/* our own O_NONBLOCK open of the pipe/tty */
-	M_SEND,		/* a socket: send(MSG_DONTWAIT) */
-	M_POLL,		/* no reopen: small writes when poll says so */
-	M_BROKEN	/* closed, or a write failed: output is dropped */
-};
-
-struct outq {
-	int fd, mode, tty, watched;
-	char *buf;
-	size_t head, len, cap;
-	int dropping;		/* live output is being dropped */
-	int in_bol;		/* the next input byte starts a line */
-	int tail_nl;		/* nothing queued yet, or it ended a line */
-	uint64_t dropped;	/* since the last notice */
-	uint64_t dropped_total;
-	/* whole lines (out_lines): on a pipe (fifo) a line goes out only
-	 * when it fits, OUT_FINAL_RESERVE kept for the final lines */
-	int lines, fifo;
-	int fd_bol;		/* what was written ends a line */
-	int held;		/* the last write was held back by that rule */
-	int final_room;		/* the reserve may be used now */
-	uint64_t retry;		/* the timer trying a held line again */
-	uint64_t written;	/* bytes written to fd, ever */
-	struct pipe_model *pm;	/* its slots, when a pipe of lines */
-	struct {		/* out_final's lines: where, and a copy */
-		uint64_t off;
-		char *p;
-		size_t n;
-	} fin[OUT_FINAL_MAX];
-	size_t nfin;
-};
-
-static struct {
-	int ready;
-	struct outq q[2];
-	struct outq *s[3];	/* stream 1, 2 -> its queue */
-	struct termout tf[3];
-	struct loop *loop;
-	const struct redact *red;
-} out;
+struct out_state outs;
 
 static void out_exit(void);
-static void pump(struct outq *q);
 
 static void
 q_open(struct outq *q, int fd)
@@ -117,30 +66,30 @@ setup(void)
 {
 	struct stat a, b;
 
-	if (out.ready)
+	if (outs.ready)
 		return;
-	out.ready = 1;
-	q_open(&out.q[0], 1);
-	out.s[1] = &out.q[0];
+	outs.ready = 1;
+	q_open(&outs.q[0], 1);
+	outs.s[1] = &outs.q[0];
 	if (fstat(1, &a) == 0 && fstat(2, &b) == 0 && a.st_dev == b.st_dev &&
 	    a.st_ino == b.st_ino && !S_ISREG(a.st_mode)) {
-		out.s[2] = &out.q[0];	/* one file: one queue, one order */
-		out.q[1].mode = M_BROKEN;
-		out.q[1].fd = -1;
+		outs.s[2] = &outs.q[0];	/* one file: one queue, one order */
+		outs.q[1].mode = M_BROKEN;
+		outs.q[1].fd = -1;
 	} else {
-		q_open(&out.q[1], 2);
-		out.s[2] = &out.q[1];
+		q_open(&outs.q[1], 2);
+		outs.s[2] = &outs.q[1];
 	}
-	termout_init(&out.tf[1]);
-	termout_init(&out.tf[2]);
+	termout_init(&outs.tf[1]);
+	termout_init(&outs.tf[2]);
 	(void)atexit(out_exit);
 }
 
-static struct outq *
-queue(int stream)
+struct outq *
+out_queue(int stream)
 {
 	setup();
-	return out.s[stream == 1 ? 1 : 2];
+	return outs.s[stream == 1 ? 1 : 2];
 }
 
 /* One attempt to write p[0..n) without blocking: bytes, or -1 / errno. */
@@ -256,8 +205,8 @@ line_room(struct outq *q, const char *p, size_t n)
 
 /* Writes p[0..n) now as far as the fd takes it; returns the bytes taken.
  * A failure other than "full" breaks the queue (output is dropped). */
-static size_t
-try_write(struct outq *q, const char *p, size_t n)
+size_t
+out_try_write(struct outq *q, const char *p, size_t n)
 {
 	size_t done = 0, lim = line_room(q, p, n);
 	ssize_t r;
@@ -284,8 +233,8 @@ try_write(struct outq *q, const char *p, size_t n)
 }
 
 /* Queues p[0..n); the buffer grows beyond OUT_CAP only for records. */
-static void
-append(struct outq *q, const char *p, size_t n)
+void
+out_append(struct outq *q, const char *p, size_t n)
 {
 	size_t want = q->len + n;
 	char *nb;
@@ -321,18 +270,18 @@ put_whole(struct outq *q, const char *p, size_t n)
 	size_t k = 0;
 
 	if (q->len == 0) {
-		k = try_write(q, p, n);
+		k = out_try_write(q, p, n);
 		if (k > 0)
 			q->tail_nl = p[k - 1] == '\n';
 	}
 	if (q->mode != M_BROKEN)
-		append(q, p + k, n - k);
-	pump(q);
+		out_append(q, p + k, n - k);
+	out_pump(q);
 }
 
 /* Output flows again: one line says how much was lost. */
-static void
-resume(struct outq *q)
+void
+out_resume(struct outq *q)
 {
 	char note[160];
 	int n;
@@ -347,7 +296,7 @@ resume(struct outq *q)
 	q->dropped_total += q->dropped;
 	q->dropped = 0;
 	if (q->len + (size_t)n <= OUT_CAP)
-		append(q, note, (size_t)n);
+		out_append(q, note, (size_t)n);
 }
 
 static void
@@ -356,7 +305,7 @@ on_writable(struct loop *l, int fd, short revents, void *ctx)
 	(void)l;
 	(void)fd;
 	(void)revents;
-	pump(ctx);
+	out_pump(ctx);
 }
 
 static void
@@ -366,18 +315,18 @@ on_retry(struct loop *l, void *ctx)
 
 	(void)l;
 	q->retry = 0;
-	pump(q);
+	out_pump(q);
 }
 
 /* Writes what is queued; watches the fd while something waits. */
-static void
-pump(struct outq *q)
+void
+out_pump(struct outq *q)
 {
 	size_t k;
 	int want;
 
 	if (q->len > 0) {
-		k = try_write(q, q->buf + q->head, q->len);
+		k = out_try_write(q, q->buf + q->head, q->len);
 		if (q->mode == M_BROKEN)
 			k = q->len;
 		q->head += k;
@@ -391,104 +340,30 @@ pump(struct outq *q)
 		}
 	}
 	if (q->len == 0 && q->dropping && q->in_bol && q->mode != M_BROKEN) {
-		resume(q);
+		out_resume(q);
 		if (q->len > 0) {
-			pump(q);
+			out_pump(q);
 			return;
 		}
 	}
 	want = q->len > 0 && q->mode != M_BROKEN && q->mode != M_DIRECT &&
-	    out.loop != NULL;
+	    outs.loop != NULL;
 	/* a pipe with room, but not for the next whole line: it says it is
 	 * writable all the time, so it is tried again later instead */
 	if (want && q->held) {
 		want = 0;
 		if (q->retry == 0)
-			q->retry = loop_timer(out.loop, OUT_RETRY_MS, on_retry,
+			q->retry = loop_timer(outs.loop, OUT_RETRY_MS, on_retry,
 			    q);
 	}
 	if (want && !q->watched) {
-		if (loop_watch(out.loop, q->fd, POLLOUT, on_writable, q) == 0)
+		if (loop_watch(outs.loop, q->fd, POLLOUT, on_writable, q) == 0)
 			q->watched = 1;
 	} else if (!want && q->watched) {
-		if (out.loop != NULL)
-			loop_unwatch(out.loop, q->fd);
+		if (outs.loop != NULL)
+			loop_unwatch(outs.loop, q->fd);
 		q->watched = 0;
 	}
-}
-
-/*
- * Where to cut p before k when no line ends there: not inside an escape
- * sequence (only SGR, ESC [ ... m, passes the terminal filter) nor inside
- * a UTF-8 character.
- */
-static size_t
-safe_cut(const char *p, size_t k)
-{
-	size_t i, lim = k > 64 ? k - 64 : 0, cut = k;
-
-	for (i = k; i > lim; i--)
-		if (p[i - 1] == 0x1b) {
-			if (memchr(p + i, 'm', k - i) == NULL)
-				cut = i - 1;	/* the sequence is not whole */
-			break;
-		}
-	for (i = 0; i < 3 && cut > 0 && ((unsigned char)p[cut] & 0xc0) ==
-	    0x80; i++)
-		cut--;
-	return cut;
-}
-
-/* Live output: whole while it fits, dropped a line at a time while the
- * reader stalls, counted. */
-static void
-put_live(struct outq *q, const char *p, size_t n)
-{
-	const char *nl;
-	size_t k, room;
-
-	while (n > 0 && q->mode != M_BROKEN) {
-		if (q->dropping) {
-			if (q->in_bol && q->len <= OUT_QUEUE_MAX / 2) {
-				resume(q);
-				continue;
-			}
-			nl = memchr(p, '\n', n);
-			k = nl != NULL ? (size_t)(nl - p) + 1 : n;
-			q->dropped += k;
-			q->in_bol = nl != NULL;
-			p += k;
-			n -= k;
-			continue;
-		}
-		if (q->len == 0) {
-			k = try_write(q, p, n);
-			if (k > 0)
-				q->tail_nl = p[k - 1] == '\n';
-			p += k;
-			n -= k;
-			if (n == 0)
-				break;
-		}
-		room = q->len < OUT_QUEUE_MAX ? OUT_QUEUE_MAX - q->len : 0;
-		if (n <= room) {
-			append(q, p, n);
-			break;
-		}
-		/* keep whole lines that fit, drop from a line start on;
-		 * a line begun before and longer than the room is cut
-		 * where it is safe */
-		for (k = room; k > 0 && p[k - 1] != '\n'; k--)
-			;
-		if (k == 0 && !q->tail_nl)
-			k = safe_cut(p, room);
-		append(q, p, k);
-		p += k;
-		n -= k;
-		q->dropping = 1;
-		q->in_bol = q->tail_nl;	/* p now starts a line? */
-	}
-	pump(q);
 }
 
 /* Log lines through the gate into the stderr queue. */
@@ -513,26 +388,26 @@ out_attach(struct loop *l)
 
 	setup();
 	for (i = 0; i < 2; i++) {
-		if (out.q[i].watched && out.loop != NULL) {
-			loop_unwatch(out.loop, out.q[i].fd);
-			out.q[i].watched = 0;
+		if (outs.q[i].watched && outs.loop != NULL) {
+			loop_unwatch(outs.loop, outs.q[i].fd);
+			outs.q[i].watched = 0;
 		}
-		if (out.q[i].retry != 0 && out.loop != NULL)
-			loop_timer_cancel(out.loop, out.q[i].retry);
-		out.q[i].retry = 0;
+		if (outs.q[i].retry != 0 && outs.loop != NULL)
+			loop_timer_cancel(outs.loop, outs.q[i].retry);
+		outs.q[i].retry = 0;
 	}
-	out.loop = l;
+	outs.loop = l;
 	if (l != NULL) {
 		log_set_sink(out_log_sink);
-		pump(&out.q[0]);
-		pump(&out.q[1]);
+		out_pump(&outs.q[0]);
+		out_pump(&outs.q[1]);
 	}
 }
 
 void
 out_set_redact(const struct redact *r)
 {
-	out.red = r;
+	outs.red = r;
 }
 
 /* Nothing to queue: empty, a broken stream, or a regular file written
@@ -544,27 +419,27 @@ written_now(struct outq *q, const char *p, size_t n)
 		return 1;
 	if (q->mode != M_DIRECT)
 		return 0;
-	(void)try_write(q, p, n);
+	(void)out_try_write(q, p, n);
 	return 1;
 }
 
 void
 out_msg(int stream, const char *p, size_t n)
 {
-	struct outq *q = queue(stream);
+	struct outq *q = out_queue(stream);
 
 	if (written_now(q, p, n))
 		return;
 	if (!q->dropping && q->len + n <= OUT_QUEUE_MAX)
 		put_whole(q, p, n);
 	else
-		put_live(q, p, n);
+		out_put_live(q, p, n);
 }
 
 void
 out_record(int stream, const char *p, size_t n)
 {
-	struct outq *q = queue(stream);
+	struct outq *q = out_queue(stream);
 
 	if (written_now(q, p, n))
 		return;
@@ -579,7 +454,7 @@ out_record(int stream, const char *p, size_t n)
 void
 out_lines(int stream)
 {
-	struct outq *q = queue(stream);
+	struct outq *q = out_queue(stream);
 
 	q->lines = 1;
 	if (q->fifo) {	/* more room for a slow reader; refused: as it is */
@@ -594,7 +469,7 @@ out_lines(int stream)
 void
 out_final(int stream, const char *p, size_t n)
 {
-	struct outq *q = queue(stream);
+	struct outq *q = out_queue(stream);
 	char *copy;
 
 	if (q->lines && q->nfin < OUT_FINAL_MAX && n > 0 &&
@@ -611,7 +486,7 @@ out_final(int stream, const char *p, size_t n)
 int
 out_line(int stream, const char *p, size_t n)
 {
-	struct outq *q = queue(stream);
+	struct outq *q = out_queue(stream);
 
 	if (written_now(q, p, n))
 		return q->mode == M_BROKEN ? -1 : 0;
@@ -621,76 +496,34 @@ out_line(int stream, const char *p, size_t n)
 	return 0;
 }
 
-void
-out_cell(int stream, const char *p, size_t n)
-{
-	struct outq *q = queue(stream);
-	struct termout *t = &out.tf[stream == 1 ? 1 : 2];
-	char buf[4096 + TERMOUT_SLACK];
-	size_t k, m;
-
-	if (q->mode == M_BROKEN)
-		return;
-	if (q->mode == M_DIRECT && !q->tty) {
-		(void)try_write(q, p, n);
-		return;
-	}
-	if (!q->tty) {
-		put_live(q, p, n);
-		return;
-	}
-	while (n > 0) {
-		k = n < 4096 ? n : 4096;
-		m = termout_feed(t, p, k, buf);
-		put_live(q, buf, m);
-		p += k;
-		n -= k;
-	}
-}
-
-void
-out_cell_end(void)
-{
-	char buf[TERMOUT_SLACK];
-	size_t m;
-	int s;
-
-	for (s = 1; s <= 2; s++) {
-		if (!queue(s)->tty)
-			continue;
-		m = termout_flush(&out.tf[s], buf);
-		put_live(queue(s), buf, m);
-	}
-}
-
 int
 out_isatty(int stream)
 {
-	return queue(stream)->tty;
+	return out_queue(stream)->tty;
 }
 
 void
 out_term(const char *p, size_t n, int force)
 {
-	struct outq *q = queue(1);
+	struct outq *q = out_queue(1);
 	size_t k = 0;
 
 	if (q->mode == M_BROKEN || n == 0)
 		return;
 	if (q->len == 0) {
-		k = try_write(q, p, n);
+		k = out_try_write(q, p, n);
 	} else if (!force) {
 		return;		/* the terminal lags: skip this frame */
 	}
 	if (q->mode != M_BROKEN && q->len + (n - k) <= OUT_CAP)
-		append(q, p + k, n - k);
-	pump(q);
+		out_append(q, p + k, n - k);
+	out_pump(q);
 }
 
 uint64_t
 out_dropped(int stream)
 {
-	struct outq *q = queue(stream);
+	struct outq *q = out_queue(stream);
 
 	return q->dropped_total + q->dropped;
 }
@@ -704,26 +537,26 @@ out_flush(int ms)
 	uint64_t now;
 	int i, n, held, wait;
 
-	if (!out.ready)
+	if (!outs.ready)
 		return;
 	for (i = 0; i < 2; i++)
-		if (out.q[i].dropping || out.q[i].dropped > 0) {
-			out.q[i].dropping = 1;
-			resume(&out.q[i]);
+		if (outs.q[i].dropping || outs.q[i].dropped > 0) {
+			outs.q[i].dropping = 1;
+			out_resume(&outs.q[i]);
 		}
 	for (;;) {
 		n = held = 0;
 		for (i = 0; i < 2; i++) {
-			before = out.q[i].len;
-			pump(&out.q[i]);
-			if (out.q[i].len < before)	/* the reader reads */
+			before = outs.q[i].len;
+			out_pump(&outs.q[i]);
+			if (outs.q[i].len < before)	/* the reader reads */
 				end = loop_now_us() + (uint64_t)ms * 1000u;
-			if (out.q[i].len > 0 && out.q[i].mode != M_BROKEN &&
-			    out.q[i].held) {
+			if (outs.q[i].len > 0 && outs.q[i].mode != M_BROKEN &&
+			    outs.q[i].held) {
 				held++;
-			} else if (out.q[i].len > 0 &&
-			    out.q[i].mode != M_BROKEN) {
-				pfd[n].fd = out.q[i].fd;
+			} else if (outs.q[i].len > 0 &&
+			    outs.q[i].mode != M_BROKEN) {
+				pfd[n].fd = outs.q[i].fd;
 				pfd[n].events = POLLOUT;
 				n++;
 			}
@@ -754,9 +587,9 @@ keep_final(struct outq *q)
 	q->head = q->len = 0;
 	for (i = 0; i < q->nfin; i++)
 		if (q->fin[i].off >= q->written)
-			append(q, q->fin[i].p, q->fin[i].n);
+			out_append(q, q->fin[i].p, q->fin[i].n);
 	q->final_room = 1;
-	pump(q);
+	out_pump(q);
 }
 
 static void
@@ -764,23 +597,23 @@ out_exit(void)
 {
 	size_t i;
 
-	out.loop = NULL;	/* freed by now, or about to be */
-	out.q[0].watched = out.q[1].watched = 0;
-	out.q[0].retry = out.q[1].retry = 0;
+	outs.loop = NULL;	/* freed by now, or about to be */
+	outs.q[0].watched = outs.q[1].watched = 0;
+	outs.q[0].retry = outs.q[1].retry = 0;
 	out_flush(OUT_EXIT_WAIT_MS);
-	if (out.q[0].len > 0 || out.q[1].len > 0) {
-		keep_final(&out.q[0]);
-		keep_final(&out.q[1]);
+	if (outs.q[0].len > 0 || outs.q[1].len > 0) {
+		keep_final(&outs.q[0]);
+		keep_final(&outs.q[1]);
 		out_flush(OUT_EXIT_WAIT_MS);
 	}
-	for (i = 0; i < out.q[0].nfin; i++)
-		free(out.q[0].fin[i].p);
-	for (i = 0; i < out.q[1].nfin; i++)
-		free(out.q[1].fin[i].p);
-	out.q[0].nfin = out.q[1].nfin = 0;
-	pipe_model_free(out.q[0].pm);
-	pipe_model_free(out.q[1].pm);
-	out.q[0].pm = out.q[1].pm = NULL;
+	for (i = 0; i < outs.q[0].nfin; i++)
+		free(outs.q[0].fin[i].p);
+	for (i = 0; i < outs.q[1].nfin; i++)
+		free(outs.q[1].fin[i].p);
+	outs.q[0].nfin = outs.q[1].nfin = 0;
+	pipe_model_free(outs.q[0].pm);
+	pipe_model_free(outs.q[1].pm);
+	outs.q[0].pm = outs.q[1].pm = NULL;
 	log_set_sink(NULL);
 }
 
@@ -792,8 +625,8 @@ out_clean(const char *p, size_t n, int multiline)
 
 	if (p == NULL)
 		return termout_visible("", 0, multiline);
-	if (out.red != NULL && redact_count(out.red) > 0) {
-		r = redact_string(out.red, p, n, &rn);
+	if (outs.red != NULL && redact_count(outs.red) > 0) {
+		r = redact_string(outs.red, p, n, &rn);
 		if (r == NULL)
 			return NULL;
 		p = r;

@@ -1,7 +1,7 @@
 /*
  * notify.c - sd_notify glue (see notify.h).
  */
-#include "supervisor/front/notify.h"
+#include "supervisor/ui/notify.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +9,8 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
-#include "supervisor/front/out.h"
+#include "supervisor/ui/listen.h"
+#include "supervisor/ui/out.h"
 
 static uint64_t watchdog_ms;
 static notify_alive_fn *alive_fn;
@@ -111,4 +112,45 @@ notify_load_credentials(void)
 	if (n > 0)
 		(void)setenv("OPENAI_API_KEY", key, 0);
 	memset(key, 0, sizeof key);
+}
+
+/* --- the agent run's observer (listen.h) ---------------------------------- */
+
+static void
+sd_live(void *ctx, struct loop *l, int (*alive)(void *), void *actx)
+{
+	(void)ctx;
+	notify_init(l);
+	notify_set_alive(alive, actx);
+}
+
+static void
+sd_status(void *ctx, const char *line)
+{
+	(void)ctx;
+	notify_status("%s", line);
+}
+
+static void
+sd_ready(void *ctx)
+{
+	(void)ctx;
+	notify_ready();
+}
+
+static void
+sd_stopping(void *ctx)
+{
+	(void)ctx;
+	notify_stopping();
+}
+
+void
+ui_notify_observer(struct agent_observer *o)
+{
+	memset(o, 0, sizeof *o);
+	o->live = sd_live;
+	o->status = sd_status;
+	o->ready = sd_ready;
+	o->stopping = sd_stopping;
 }

@@ -6,7 +6,7 @@
  * noticed by comparing the window size on every frame (0.1 s), which
  * needs no signal handling at all.
  */
-#include "supervisor/front/tui.h"
+#include "supervisor/ui/tui.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "supervisor/front/out.h"
+#include "supervisor/ui/listen.h"
+#include "supervisor/ui/out.h"
 #include "supervisor/agent/price.h"
 
 #define FRAME_MS 100
@@ -213,4 +214,76 @@ tui_pause(int paused)
 	tui.paused = paused;
 	if (tui.active && !paused)
 		draw();
+}
+
+/* --- the agent run's observer (listen.h) ---------------------------------- */
+
+static void
+bar_live(void *ctx, struct loop *l, int (*alive)(void *), void *actx)
+{
+	(void)ctx;
+	(void)alive;
+	(void)actx;
+	if (tui_init(l, 1))
+		(void)atexit(tui_end);
+}
+
+static void
+bar_cell(void *ctx, const struct cell *c)
+{
+	(void)ctx;
+	tui_set_cell(c->n, c->summary);
+}
+
+static void
+bar_streaming(void *ctx, size_t delta_bytes)
+{
+	(void)ctx;
+	tui_set_streaming(delta_bytes);
+}
+
+static void
+bar_totals(void *ctx, long long tokens, double cost)
+{
+	(void)ctx;
+	tui_set_total(tokens);
+	if (cost >= 0)
+		tui_set_cost(cost);
+}
+
+static void
+bar_outage(void *ctx, const struct model_outage *o, const struct agent_req *q,
+    const char *what)
+{
+	(void)ctx;
+	(void)o;
+	(void)q;
+	tui_set_waiting(what);
+}
+
+static void
+bar_operator(void *ctx, int paused, unsigned notes)
+{
+	(void)ctx;
+	tui_set_operator(paused, notes);
+}
+
+static void
+bar_over(void *ctx)
+{
+	(void)ctx;
+	tui_end();
+}
+
+void
+ui_tui_observer(struct agent_observer *o)
+{
+	memset(o, 0, sizeof *o);
+	o->live = bar_live;
+	o->cell_start = bar_cell;
+	o->streaming = bar_streaming;
+	o->totals = bar_totals;
+	o->outage = bar_outage;
+	o->operator = bar_operator;
+	o->run_over = bar_over;
 }

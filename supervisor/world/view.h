@@ -7,11 +7,29 @@
 #define AGENTZ_VIEW_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "sandbox/jail.h"
 
-struct config;
+/* --isolation (AUTO: not given: required as root or under systemd, else
+ * best-effort) */
+enum isolation {
+	ISOLATION_AUTO, ISOLATION_REQUIRED, ISOLATION_BEST_EFFORT,
+	ISOLATION_OFF
+};
+
+/* What the operator's options say of the view. */
+struct view_options {
+	const char *workspace;		/* NULL = the working directory */
+	const char *const *masks;	/* --mask, nmasks of them */
+	size_t nmasks;
+	int no_default_masks;
+	int writable_git;		/* cells may write .git (and make one) */
+	const char *journal;		/* masked too, when given */
+	enum isolation isolation;
+	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
+};
 
 /* The file that says a folder is (or was) a run's workspace. */
 #define VIEW_MARKER ".agentz-workspace"
@@ -47,7 +65,7 @@ enum { GIT_RECORD_NONE, GIT_RECORD_LIST, GIT_RECORD_ANY };
  * remembers them: view_clear renames any other .git found then (one a
  * cell made), so that the operator's git never trusts it.
  */
-int view_init(struct view *v, const struct config *c, const char *wpath,
+int view_init(struct view *v, const struct view_options *c, const char *wpath,
     const char *cmd);
 void view_clear(struct view *v);
 /*

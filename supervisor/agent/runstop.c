@@ -2,7 +2,7 @@
  * runstop.c - a run's signal and fatal endings, shared by the agent and
  * exec runs (see runstop.h).
  */
-#include "supervisor/front/runstop.h"
+#include "supervisor/agent/runstop.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -1,0 +1,33 @@
+/*
+ * size.c - sizes as the operator writes them (see size.h).
+ */
+#include "common/size.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+int
+size_parse(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+	double mult = 1;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || v < 0 || !isfinite(v))
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': mult = 1024.0; end++; break;
+	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end != '\0' || v * mult > 1e18)
+		return -1;
+	*out = (uint64_t)(v * mult);
+	return 0;
+}

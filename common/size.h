@@ -1,0 +1,13 @@
+/*
+ * size.h - a size as the operator writes it (64M, 4G, 1.5MiB, 1024) in
+ * bytes, for the options and agentz report's -m.
+ */
+#ifndef AGENTZ_SIZE_H
+#define AGENTZ_SIZE_H
+
+#include <stdint.h>
+
+/* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
+int size_parse(const char *s, uint64_t *out);
+
+#endif
