@@ -59,7 +59,6 @@ struct jail {
 				 * without it again */
 };
 
-
 /* One uid per concurrent run: the slot is an abstract socket name we
  * hold for the run (it goes with us when we die). */
 static int
