@@ -62,7 +62,7 @@ SBX_W_SRC   := $(wildcard sandbox/seccomp*.c)
 SBX_S_SRC   := $(filter-out $(SBX_W_SRC),$(wildcard sandbox/*.c))
 SUP_SRC     := $(filter-out supervisor/front/main.c,$(wildcard supervisor/*/*.c))
 WRK_SRC     := $(wildcard worker/*.c)
-UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+UNIT_SRC    := $(wildcard tests/unit/test_*.c tests/unit/*/test_*.c)
 # The worker's Python runtime, embedded at build time.
 WRK_PY      := $(sort $(wildcard worker/*.py))
 ENGINE_SRC  := $(sort $(wildcard supervisor/*/*.[ch] worker/*.[ch] worker/*.py \
@@ -74,7 +74,7 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC))
 PROTO_OBJ  := $(call obj,$(PROTO_SRC))
 SUP_OBJ    := $(call obj,$(SUP_SRC) $(SBX_S_SRC))
 WRK_OBJ    := $(call obj,$(WRK_SRC) $(SBX_W_SRC)) $(O)/gen/embedded.o
-UNIT_BIN   := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
+UNIT_BIN   := $(addprefix $(O)/tests/,$(basename $(notdir $(UNIT_SRC))))
 
 SUP_LIBS := $(call pc_libs,$(PKGS_SUP)) -lm
 WRK_LIBS := $(call pc_libs,$(PKGS_WRK)) -lpthread
@@ -111,14 +111,26 @@ $(O)/gen/embedded.o: $(O)/gen/embedded.c
 $(O)/agentz-worker: $(WRK_OBJ) $(COMMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(WRK_LIBS)
 
+# Unit tests in tests/unit/sandbox/: one binary per file too, named for
+# the file (a static pattern: a stale .d of a test moved there must not
+# send it to the rule below), and the fixture the jail's tests share.
+UNIT_SBX_BIN := $(patsubst tests/unit/sandbox/%.c,$(O)/tests/%,\
+		$(wildcard tests/unit/sandbox/test_*.c))
+$(UNIT_SBX_BIN): $(O)/tests/%: $(O)/tests/unit/sandbox/%.o $(O)/libagentz.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
+$(O)/tests/test_jail_kill $(O)/tests/test_jail_exit: \
+	$(O)/tests/unit/sandbox/jailfix.o
+
 $(O)/tests/%: $(O)/tests/unit/%.o $(O)/libagentz.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
 
 # try_syscall probes the seccomp policy from outside; never sanitized.
-$(O)/tests/try_syscall: tests/sandbox/try_syscall.c $(SBX_W_SRC)
+$(O)/tests/try_syscall: $(wildcard tests/sandbox/*.c) $(SBX_W_SRC) \
+		tests/sandbox/try_syscall.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_GNU_SOURCE -I. -O1 $(WARN) \
-	    $(call pc_cflags,libseccomp) -o $@ $^ $(call pc_libs,libseccomp)
+	    $(call pc_cflags,libseccomp) -o $@ $(filter %.c,$^) \
+	    $(call pc_libs,libseccomp)
 
 ifeq ($(SAN),1)
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=0:exitcode=86:allocator_may_return_null=1:detect_stack_use_after_return=0

@@ -1,11 +1,13 @@
 /*
- * contain.c - cgroups, subreaper sweep, capability drop and rlimits for
- * the worker (see contain.h).
+ * contain.c - the run's cgroups and one group per worker (see contain.h;
+ * the subreaper sweep is reap.c, the child's capabilities and rlimits
+ * child.c).
  *
- * cgroup v2 follows systemd's delegation pattern: the supervisor moves
- * itself into a leaf "supervisor" of its own cgroup, enables the memory
- * and pids controllers for the subtree and creates one "worker-N" per
- * worker. cgroup v1 (what this kind of machine has) uses one
+ * Runs in the supervisor's main thread: may allocate. cgroup v2 follows
+ * systemd's delegation pattern: the supervisor moves itself into a leaf
+ * "supervisor" of its own cgroup, enables the memory and pids
+ * controllers for the subtree and creates one "worker-N" per worker.
+ * cgroup v1 (what this kind of machine has) uses one
  * agentz-<pid>/worker-N directory per controller: memory, pids and freezer
  * (freeze, SIGKILL every task, thaw: nothing can fork during the kill).
  * A worker's groups are a struct contain_group; contain_prepare and the
@@ -17,19 +19,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/procfs.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
 #define PATH_LEN 512
@@ -130,34 +129,6 @@ read_u64(const char *dir, const char *name, const char *key)
 	return strtoull(p, NULL, 10);
 }
 
-/* Our own cgroup path for a v1 controller, or the v2 path ("0::"). */
-static int
-self_cgroup(const char *ctl, char *out, size_t len)
-{
-	char line[PATH_LEN];
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	int found = -1;
-	char *a, *b;
-
-	if (f == NULL)
-		return -1;
-	while (found < 0 && fgets(line, sizeof line, f) != NULL) {
-		line[strcspn(line, "\n")] = '\0';
-		a = strchr(line, ':');
-		b = a != NULL ? strchr(a + 1, ':') : NULL;
-		if (b == NULL)
-			continue;
-		*b = '\0';
-		if ((ctl == NULL && a[1] == '\0') || (ctl != NULL &&
-		    strcmp(a + 1, ctl) == 0)) {
-			(void)snprintf(out, len, "%s", b + 1);
-			found = 0;
-		}
-	}
-	(void)fclose(f);
-	return found;
-}
-
 /*
  * Removes the agentz-<pid> groups (and their worker-N) under dir whose
  * supervisor is gone: a SIGKILLed supervisor cannot clean up after itself.
@@ -199,7 +170,7 @@ setup_v1(struct contain *c)
 	int i;
 
 	for (i = 0; i < V1_COUNT; i++) {
-		if (self_cgroup(v1_names[i], own, sizeof own) < 0)
+		if (procfs_self_cgroup(v1_names[i], own, sizeof own) < 0)
 			return -1;
 		if (pathf(c->base[i], CG_ROOT "/%s%s%sagentz-%ld", v1_names[i],
 		    own, own[strlen(own) - 1] == '/' ? "" : "/",
@@ -221,7 +192,7 @@ setup_v2(struct contain *c)
 	char own[PATH_LEN], dir[PATH_LEN], pid[24];
 
 	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0 ||
-	    self_cgroup(NULL, own, sizeof own) < 0)
+	    procfs_self_cgroup(NULL, own, sizeof own) < 0)
 		return -1;
 	if (pathf(dir, CG_ROOT "%s", own) < 0 ||
 	    pathf(c->base[0], "%s/agentz-supervisor", dir) < 0)
@@ -591,171 +562,4 @@ contain_free(struct contain *c)
 		for (i = 0; i < V1_COUNT; i++)
 			(void)rmdir(c->base[i]);
 	free(c);
-}
-
-/* --- subreaper ------------------------------------------------------------- */
-
-int
-contain_subreaper(void)
-{
-	return prctl(PR_SET_CHILD_SUBREAPER, 1);
-}
-
-/* The state letter of pid from /proc/<pid>/stat, or 0. */
-static char
-proc_state(long pid)
-{
-	char dir[32], buf[512], *rp, state = 0;
-
-	(void)snprintf(dir, sizeof dir, "/proc/%ld", pid);
-	if (read_file(dir, "stat", buf, sizeof buf) < 0)
-		return 0;
-	rp = strrchr(buf, ')');
-	if (rp == NULL || sscanf(rp + 1, " %c", &state) != 1)
-		return 0;
-	return state;
-}
-
-int
-contain_children(pid_t parent, pid_t *out, int max)
-{
-	char dir[64], buf[16384], *p, *end;
-	long pid;
-	int n = 0;
-
-	(void)snprintf(dir, sizeof dir, "/proc/%ld/task/%ld", (long)parent,
-	    (long)parent);
-	if (read_file(dir, "children", buf, sizeof buf) < 0)
-		return 0;
-	for (p = buf; n < max; p = end) {
-		pid = strtol(p, &end, 10);
-		if (end == p)
-			break;
-		if (pid > 0)
-			out[n++] = (pid_t)pid;
-	}
-	return n;
-}
-
-/*
- * Our children other than keep (the supervisor forks and reaps from its
- * main thread only, and orphans are reparented to it): with kill set,
- * every one is SIGKILLed; without, only zombies are collected. Their pids
- * go to out (at most max). Returns how many were found.
- */
-static int
-kept(pid_t pid, const pid_t *keep, int nkeep)
-{
-	int i;
-
-	for (i = 0; i < nkeep; i++)
-		if (keep[i] > 0 && keep[i] == pid)
-			return 1;
-	return 0;
-}
-
-static int
-scan_children(const pid_t *keep, int nkeep, int kill_them, pid_t *out,
-    int max)
-{
-	pid_t all[1024];
-	int i, found = contain_children(getpid(), all, 1024), n = 0;
-
-	for (i = 0; i < found && n < max; i++) {
-		if (kept(all[i], keep, nkeep) ||
-		    (!kill_them && proc_state(all[i]) != 'Z'))
-			continue;
-		/* An unreaped child of ours: its pid cannot be reused. */
-		if (kill_them)
-			(void)kill(all[i], SIGKILL);
-		out[n++] = all[i];
-	}
-	return n;
-}
-
-static int
-sweep_round(const pid_t *keep, int nkeep, int kill_them)
-{
-	pid_t pids[1024];
-	int n, i;
-
-	n = scan_children(keep, nkeep, kill_them, pids, 1024);
-	for (i = 0; i < n; i++)
-		while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
-			;
-	return n;
-}
-
-int
-contain_sweep_except(const pid_t *keep, int nkeep)
-{
-	int total = 0, n, round;
-
-	/* Killing an orphan can reparent its own children to us: repeat. */
-	for (round = 0; round < 64; round++) {
-		n = sweep_round(keep, nkeep, 1);
-		total += n;
-		if (n == 0)
-			break;
-	}
-	return total;
-}
-
-int
-contain_sweep(pid_t keep)
-{
-	return contain_sweep_except(&keep, 1);
-}
-
-int
-contain_reap_except(const pid_t *keep, int nkeep)
-{
-	return sweep_round(keep, nkeep, 0);
-}
-
-int
-contain_reap(pid_t keep)
-{
-	return sweep_round(&keep, 1, 0);
-}
-
-/* --- child side -------------------------------------------------------------- */
-
-int
-contain_child_drop_caps(void)
-{
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct data[2];
-	int cap;
-
-	/* Without CAP_SETPCAP (a plain user) the bounding set cannot be
-	 * dropped: EPERM. Such a process holds no capability to lose, and
-	 * NO_NEW_PRIVS (set with the seccomp filter) stops setuid gains. */
-	for (cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL &&
-		    !(errno == EPERM && geteuid() != 0))
-			return -1;
-	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	memset(data, 0, sizeof data);
-	return (int)syscall(SYS_capset, &hdr, data);
-}
-
-static int
-set_limit(int res, rlim_t v)
-{
-	struct rlimit rl = { v, v };
-
-	return setrlimit(res, &rl);
-}
-
-int
-contain_child_rlimits(const struct contain_limits *lim)
-{
-	if (set_limit(RLIMIT_CORE, 0) < 0)
-		return -1;
-	if (lim->nofile > 0 && set_limit(RLIMIT_NOFILE, lim->nofile) < 0)
-		return -1;
-	if (lim->fsize > 0 && set_limit(RLIMIT_FSIZE, lim->fsize) < 0)
-		return -1;
-	return 0;
 }

@@ -8,6 +8,8 @@
  *    (memory.limit_in_bytes + memsw, pids.max, freezer for an atomic kill);
  *  - a PID namespace (wspawn.c clones the worker into one when allowed);
  *  - the supervisor as child subreaper with a sweep of orphans (always).
+ * contain.c has the cgroups, reap.c the subreaper and its sweep, child.c
+ * the forked child's capabilities and rlimits (contain_child_*).
  * Functions return -1 with errno and never log (the caller reports).
  */
 #ifndef AGENTZ_CONTAIN_H

@@ -24,7 +24,9 @@
  * child. Nothing a cell can reach takes part in that.
  *
  * Functions return -1 with errno and never log; jail_new explains a
- * failure in err.
+ * failure in err. jail.c is the supervisor's side; the view is planned
+ * by view.c and built by viewmount.c, the init is nsinit.c, and the
+ * jail_child_* steps are child.c.
  */
 #ifndef AGENTZ_JAIL_H
 #define AGENTZ_JAIL_H

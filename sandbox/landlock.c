@@ -8,8 +8,10 @@
  * that grants a directory right (both EINVAL): each rule's rights are the
  * handled set, narrowed to the file rights for a file.
  *
- * This runs between fork and exec in a child of a multithreaded process:
- * raw syscalls only, nothing that allocates or takes a lock.
+ * landlock_abi runs in the supervisor (once per jail); landlock_restrict
+ * runs between fork and exec in a child of a multithreaded process (from
+ * child.c): ASYNC-SIGNAL-SAFE, raw syscalls only, nothing that allocates
+ * or takes a lock.
  */
 #include "sandbox/landlock.h"
 

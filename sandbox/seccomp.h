@@ -74,7 +74,7 @@ int sandbox_seccomp_apply(enum sandbox_profile p, pid_t supervisor_pid,
  * Installs a SIGSYS handler that writes
  *   "agentz-worker: seccomp blocked syscall NAME (NR)\n"
  * to fd 2 (and to report_fd when >= 0, for the supervisor's record) and
- * _exits with WEXIT_SECCOMP (proto/proto.h).  Syscall names are resolved
+ * _exits with WEXIT_SECCOMP (proto/wexit.h).  Syscall names are resolved
  * here, up front, so the handler itself is async-signal-safe.  Install it
  * before sandbox_seccomp_apply(..., SANDBOX_DEBUG); Python code that sets
  * its own SIGSYS handler replaces it (the call is still not executed).

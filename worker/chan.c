@@ -10,6 +10,7 @@
  * then wait in the socket, and the supervisor's writes are non-blocking.
  */
 #include "worker/chan.h"
+#include "proto/wexit.h"
 
 #include <errno.h>
 #include <poll.h>

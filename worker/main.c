@@ -21,7 +21,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/procfs.h"
 #include "proto/proto.h"
+#include "proto/wexit.h"
 #include "sandbox/seccomp.h"
 #include "worker/chan.h"
 #include "worker/py.h"
@@ -143,16 +145,10 @@ reset_signals(void)
 static const char *
 self_limits(const struct wconfig *c)
 {
-	int fd;
-
 	(void)fcntl(WORKER_CHAN_FD, F_SETFD, FD_CLOEXEC);
 	(void)fcntl(WORKER_DUMP_FD, F_SETFD, FD_CLOEXEC);
 	(void)fcntl(WORKER_SPARE_FD, F_SETFD, FD_CLOEXEC);
-	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)!write(fd, "1000", 4);
-		(void)close(fd);
-	}
+	(void)procfs_put("/proc/self/oom_score_adj", "1000");
 	if (c->data_limit == 0)
 		return "";
 #ifdef UNDER_ASAN

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "proto/proto.h"
+#include "proto/wexit.h"
 #include "worker/chan.h"
 #include "worker/py.h"
 

@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
+#include "common/procfs.h"
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
@@ -51,18 +52,11 @@ fail(const char *why)
 static long
 rss_kb(pid_t pid)
 {
-	char p[64], line[128];
-	long kb = -1;
-	FILE *f;
+	char buf[4096];
 
-	(void)snprintf(p, sizeof p, "/proc/%ld/status", (long)pid);
-	if ((f = fopen(p, "re")) == NULL)
+	if (procfs_read(pid, "status", buf, sizeof buf) < 0)
 		return -1;
-	while (fgets(line, sizeof line, f) != NULL)
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	(void)fclose(f);
-	return kb;
+	return procfs_status_num(buf, "VmRSS:");
 }
 
 static json_t *

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/procfs.h"
+
 #define ANCESTRY_MAX 256	/* parent links followed, at most */
 
 static int
@@ -42,39 +44,12 @@ same_pidns(pid_t pid, pid_t other)
 	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
-/* /proc/<pid>/<file> into buf (NUL-ended); its length, or -1. */
-static ssize_t
-read_proc(pid_t pid, const char *file, char *buf, size_t n)
-{
-	char p[64];
-	ssize_t got;
-	int fd;
-
-	(void)snprintf(p, sizeof p, "/proc/%ld/%s", (long)pid, file);
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	got = read(fd, buf, n - 1);
-	(void)close(fd);
-	if (got < 0)
-		return -1;
-	buf[got] = '\0';
-	return got;
-}
-
 static pid_t
 parent_of(pid_t pid)
 {
-	char buf[512], *paren;
-	int ppid = -1;
+	struct procfs_stat st;
 
-	if (read_proc(pid, "stat", buf, sizeof buf) <= 0)
-		return -1;
-	/* "pid (comm) S ppid ...": comm may hold anything but ends at the
-	 * last ')' */
-	if ((paren = strrchr(buf, ')')) == NULL ||
-	    sscanf(paren + 1, " %*c %d", &ppid) != 1)
-		return -1;
-	return (pid_t)ppid;
+	return procfs_stat(pid, &st) == 0 ? st.ppid : -1;
 }
 
 /*
@@ -86,16 +61,13 @@ parent_of(pid_t pid)
 static int
 nspid_depth(pid_t pid)
 {
-	char buf[4096], *line, *tok, *save;
-	int n = 0;
+	char buf[4096];
+	pid_t ns[PROCFS_NS_MAX];
+	int n;
 
-	if (read_proc(pid, "status", buf, sizeof buf) <= 0 ||
-	    (line = strstr(buf, "\nNSpid:")) == NULL)
+	if (procfs_read(pid, "status", buf, sizeof buf) <= 0)
 		return -1;
-	line = strtok_r(line + 7, "\n", &save);
-	for (tok = strtok_r(line, " \t", &save); tok != NULL;
-	    tok = strtok_r(NULL, " \t", &save))
-		n++;
+	n = procfs_status_nspids(buf, ns, PROCFS_NS_MAX);
 	return n > 0 ? n : -1;
 }
 

@@ -10,21 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
-static int
-open_proc(pid_t pid, const char *name, int flags)
-{
-	char path[64];
-
-	(void)snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid, name);
-	return open(path, flags | O_CLOEXEC);
-}
+#include "common/procfs.h"
 
 int
 procstat_open(struct procstat *ps, pid_t pid)
 {
-	ps->stat_fd = open_proc(pid, "stat", O_RDONLY);
-	ps->status_fd = open_proc(pid, "status", O_RDONLY);
-	ps->clear_fd = open_proc(pid, "clear_refs", O_WRONLY);
+	ps->stat_fd = procfs_open(pid, "stat", O_RDONLY);
+	ps->status_fd = procfs_open(pid, "status", O_RDONLY);
+	ps->clear_fd = procfs_open(pid, "clear_refs", O_WRONLY);
 	if (ps->stat_fd < 0 || ps->status_fd < 0) {
 		procstat_close(ps);
 		return -1;
@@ -56,38 +49,26 @@ procstat_reset_peak(const struct procstat *ps)
 	return pwrite(ps->clear_fd, "5", 1, 0) == 1 ? 0 : -1;
 }
 
-static ssize_t
-read_at(int fd, char *buf, size_t len)
-{
-	ssize_t n = pread(fd, buf, len - 1, 0);
-
-	if (n >= 0)
-		buf[n] = '\0';
-	return n;
-}
-
 int
 procstat_sample(const struct procstat *ps, long *peak_kb, uint64_t *cpu_us)
 {
-	char buf[4096], *p;
-	unsigned long long ut, st, cut, cst;
+	char buf[4096];
+	struct procfs_stat st;
 	long tck = sysconf(_SC_CLK_TCK);
 
-	if (read_at(ps->status_fd, buf, sizeof buf) < 0)
+	if (procfs_pread(ps->status_fd, buf, sizeof buf) < 0)
 		return -1;
-	p = strstr(buf, "VmHWM:");
-	*peak_kb = p != NULL ? strtol(p + 6, NULL, 10) : 0;
-	if (read_at(ps->stat_fd, buf, sizeof buf) < 0)
+	*peak_kb = procfs_status_num(buf, "VmHWM:");
+	if (*peak_kb < 0)
+		*peak_kb = 0;
+	if (procfs_pread(ps->stat_fd, buf, sizeof buf) < 0)
 		return -1;
-	p = strrchr(buf, ')');
-	/* fields 14-17 after the comm: utime stime cutime cstime */
-	if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u "
-	    "%*u %*u %llu %llu %llu %llu", &ut, &st, &cut, &cst) != 4 ||
-	    tck <= 0) {
+	if (procfs_stat_parse(buf, &st) < 0 || tck <= 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	*cpu_us = (ut + st + cut + cst) * 1000000ull / (unsigned long long)tck;
+	*cpu_us = (st.utime + st.stime + st.cutime + st.cstime) * 1000000ull /
+	    (unsigned long long)tck;
 	return 0;
 }
 

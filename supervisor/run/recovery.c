@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "proto/wexit.h"
 #include "supervisor/run/procstat.h"
 
 #define BACKOFF_FIRST_MS 100

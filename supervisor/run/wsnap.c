@@ -14,7 +14,8 @@
  * Owns: SNAPPED, the snapshot's host pid and pidfd, whether it is alive,
  * worker_promote, the exit status of an adopted worker.
  *
- * May include: workers_impl.h, sandbox/ (contain, jail), common/log.h.
+ * May include: workers_impl.h, sandbox/ (contain, jail), common/log.h,
+ * common/procfs.h.
  */
 #include "supervisor/run/workers_impl.h"
 
@@ -32,33 +33,18 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/procfs.h"
 
 /* The last pid of the NSpid line of /proc/<pid>/status: the pid as the
  * innermost namespace sees it, or 0. */
 pid_t
 wsnap_ns_pid_of(pid_t pid)
 {
-	char path[64], buf[2048], *p, *end;
-	ssize_t n;
-	long v = 0;
-	int fd;
+	char buf[4096];
 
-	(void)snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (procfs_read(pid, "status", buf, sizeof buf) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof buf - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	if ((p = strstr(buf, "\nNSpid:")) == NULL)
-		return 0;
-	for (p += 7; *p != '\n' && *p != '\0'; p = end) {
-		v = strtol(p, &end, 10);
-		if (end == p)
-			break;
-	}
-	return (pid_t)v;
+	return procfs_status_nspid(buf);
 }
 
 /* The host pid of a child of thread tid of process pid whose namespace
@@ -66,21 +52,12 @@ wsnap_ns_pid_of(pid_t pid)
 static pid_t
 thread_child(pid_t pid, pid_t tid, pid_t ns)
 {
-	char path[96], buf[4096], *p, *end;
-	ssize_t n;
-	long kid;
-	int fd;
+	pid_t kids[1024];
+	int i, n = procfs_children(pid, tid, kids, 1024);
 
-	(void)snprintf(path, sizeof path, "/proc/%ld/task/%ld/children",
-	    (long)pid, (long)tid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	n = read(fd, buf, sizeof buf - 1);
-	(void)close(fd);
-	buf[n > 0 ? (size_t)n : 0] = '\0';
-	for (p = buf; (kid = strtol(p, &end, 10)) > 0; p = end)
-		if (wsnap_ns_pid_of((pid_t)kid) == ns)
-			return (pid_t)kid;
+	for (i = 0; i < n; i++)
+		if (wsnap_ns_pid_of(kids[i]) == ns)
+			return kids[i];
 	return 0;
 }
 
@@ -128,23 +105,10 @@ host_pid_of(const struct worker *w, pid_t ns)
 static int
 oom_score(pid_t pid, char *out, size_t size, const char *val)
 {
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	(void)snprintf(path, sizeof path, "/proc/%ld/oom_score_adj",
-	    (long)pid);
-	if ((fd = open(path, (out != NULL ? O_RDONLY : O_WRONLY) |
-	    O_CLOEXEC)) < 0)
-		return -1;
-	if (out != NULL) {
-		n = read(fd, out, size - 1);
-		out[n > 0 ? (size_t)n : 0] = '\0';
-	} else {
-		n = write(fd, val, strlen(val));
-	}
-	(void)close(fd);
-	return n > 0 ? 0 : -1;
+	if (out != NULL)
+		return procfs_read(pid, "oom_score_adj", out, size) > 0 ? 0 : -1;
+	return procfs_write(pid, "oom_score_adj", val) == 0 && val[0] != '\0' ?
+	    0 : -1;
 }
 
 /*

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "proto/wexit.h"
 #include "supervisor/text/secrets.h"
 
 #define MAX_ARGS 20
