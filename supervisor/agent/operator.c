@@ -87,7 +87,7 @@ static json_t *
 worker_json(const struct agent *a)
 {
 	const struct worker *w = runner_worker(a->runner);
-	pid_t pid = w != NULL ? worker_pid(w) : 0;
+	pid_t pid = w != NULL ? worker_python_pid(w) : 0;
 
 	if (pid <= 0)
 		return json_null();

@@ -201,7 +201,8 @@ recovery_take_standby(struct runner *r)
 	r->standby = dead;
 	if (r->dead != NULL)
 		r->dead->recovered_by = "standby";
-	log_debug("standby worker %ld takes over", (long)worker_pid(r->w));
+	log_debug("standby worker %ld takes over",
+	    (long)worker_python_pid(r->w));
 	runner_worker_ready(r);
 	recovery_standby_soon(r);
 	return 0;

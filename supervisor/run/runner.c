@@ -229,8 +229,8 @@ runner_signal(struct runner *r, int signo)
 
 		if (r == NULL)	/* before the runner exists */
 			return -1;
-		keep[0] = worker_child_pid(r->w);
-		keep[1] = r->standby != NULL ? worker_child_pid(r->standby) : 0;
+		keep[0] = worker_spawner_pid(r->w);
+		keep[1] = r->standby != NULL ? worker_spawner_pid(r->standby) : 0;
 		keep[2] = jail_init_pid(r->jail);
 		(void)contain_reap_except(keep, 3);
 		return -1;
@@ -308,7 +308,7 @@ dispatch_pending(struct runner *r)
 		r->expired_by[0] = '\0';
 	c->started_at = loop_wall();
 	c->t0_us = loop_now_us();
-	c->worker_pid = worker_pid(r->w);
+	c->worker_pid = worker_python_pid(r->w);
 	c->worker_gen = worker_generation(r->w);
 	/* CPU is counted from the previous sample (READY or the last
 	 * DONE): no read on the way in, one write to reset the peak. */
@@ -500,7 +500,7 @@ w_ready(struct worker *w, void *ctx)
 	struct runner *r = ctx;
 
 	log_debug("%s %ld ready in %llu us (python %s, %s)",
-	    w == r->w ? "worker" : "standby worker", (long)worker_pid(w),
+	    w == r->w ? "worker" : "standby worker", (long)worker_python_pid(w),
 	    (unsigned long long)worker_spawn_ready_us(w),
 	    worker_python_version(w), worker_sandbox(w));
 	if (w != r->w) {
@@ -520,7 +520,7 @@ runner_worker_ready(struct runner *r)
 
 	r->start_failures = 0;
 	procstat_close(&r->ps);
-	if (procstat_open(&r->ps, worker_pid(w)) == 0) {
+	if (procstat_open(&r->ps, worker_python_pid(w)) == 0) {
 		long kb;
 
 		if (procstat_sample(&r->ps, &kb, &r->cpu0_us) < 0)

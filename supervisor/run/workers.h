@@ -151,9 +151,9 @@ int worker_dump_stacks(struct worker *w);
 char *worker_take_stack(struct worker *w);
 
 enum worker_state worker_state(const struct worker *w);
-pid_t worker_pid(const struct worker *w);
+pid_t worker_python_pid(const struct worker *w);
 /* The process we forked: the worker, or the init of its PID namespace. */
-pid_t worker_child_pid(const struct worker *w);
+pid_t worker_spawner_pid(const struct worker *w);
 unsigned worker_generation(const struct worker *w);
 uint64_t worker_spawn_ready_us(const struct worker *w);
 const char *worker_python_version(const struct worker *w);

@@ -119,7 +119,7 @@ host_pid_of(const struct worker *w, pid_t ns)
 	int round;
 
 	for (round = 0; round < 2 && p == 0; round++)
-		if ((p = process_child(w->wpid, ns)) == 0)
+		if ((p = process_child(w->python_pid, ns)) == 0)
 			p = process_child(jail_init_pid(w->cfg.jail), ns);
 	return p;
 }
@@ -171,7 +171,7 @@ wsnap_forget(struct worker *w)
 	if (w->snap.pidfd >= 0)
 		(void)close(w->snap.pidfd);
 	w->snap.pidfd = -1;
-	w->snap.pid = w->snap.ns_pid = 0;
+	w->snap.host_pid = w->snap.ns_pid = 0;
 	free(w->snap.threads);
 	w->snap.threads = NULL;
 }
@@ -181,7 +181,7 @@ static void no_snapshot(struct worker *w, const char *why);
 void
 worker_drop_snapshot(struct worker *w)
 {
-	if (w->snap.pid > 0)
+	if (w->snap.host_pid > 0)
 		no_snapshot(w, "the run's namespace init died, and the "
 		    "snapshot with it");
 	/* the cgroup a death kept for it goes (removed once empty): the
@@ -216,7 +216,7 @@ take_snapshot(struct worker *w, const struct msg_snapped *s)
 	host = host_pid_of(w, (pid_t)s->pid);
 	if (host <= 0) {
 		(void)snprintf(why, sizeof why, "snapshot %u is not a child "
-		    "of worker %ld", s->pid, (long)w->wpid);
+		    "of worker %ld", s->pid, (long)w->python_pid);
 		no_snapshot(w, why);
 		return;
 	}
@@ -227,7 +227,7 @@ take_snapshot(struct worker *w, const struct msg_snapped *s)
 		no_snapshot(w, why);
 		return;
 	}
-	w->snap.pid = host;
+	w->snap.host_pid = host;
 	w->snap.ns_pid = (pid_t)s->pid;
 	w->snap.cell = s->cell;
 	w->snap.threads = s->threads.len > 0 ? strdup(s->threads.ptr) : NULL;
@@ -252,7 +252,7 @@ wsnap_alive(struct worker *w)
 {
 	struct pollfd p;
 
-	if (w->snap.pid <= 0 || w->snap.pidfd < 0)
+	if (w->snap.host_pid <= 0 || w->snap.pidfd < 0)
 		return 0;
 	p.fd = w->snap.pidfd;
 	p.events = POLLIN;
@@ -268,7 +268,7 @@ wsnap_alive(struct worker *w)
 pid_t
 wsnap_spare(struct worker *w)
 {
-	return w->snap.pid > 0 && w->cell == w->snap.cell &&
+	return w->snap.host_pid > 0 && w->cell == w->snap.cell &&
 	    (w->state == WORKER_BUSY || w->state == WORKER_DYING) ?
 	    w->snap.ns_pid : 0;
 }
@@ -343,7 +343,7 @@ int
 worker_promote(struct worker *w)
 {
 	int ours[WSPAWN_NFDS], theirs[WSPAWN_NFDS], give[PROMOTE_NFDS];
-	pid_t pid = w->snap.pid, ns = w->snap.ns_pid;
+	pid_t pid = w->snap.host_pid, ns = w->snap.ns_pid;
 	int pidfd = w->snap.pidfd;
 
 	if (w->state != WORKER_DOWN || !wsnap_alive(w) || w->spare < 0) {
@@ -362,7 +362,7 @@ worker_promote(struct worker *w)
 	(void)close(ours[5]);
 	ours[4] = ours[5] = -1;
 	w->snap.pidfd = -1;
-	w->snap.pid = w->snap.ns_pid = 0;
+	w->snap.host_pid = w->snap.ns_pid = 0;
 	/* the worker again: the OOM killer's first choice, as it was */
 	if (w->snap.oom[0] != '\0')
 		(void)oom_score(pid, NULL, 0, w->snap.oom);
@@ -386,7 +386,7 @@ wsnap_adopted_status(struct worker *w, int *status, struct rusage *ru)
 #ifdef JAIL_MAX_SPARE
 	struct jail_exit e;
 
-	if (jail_exit_status(w->cfg.jail, w->ns_pid, &e) == 0) {
+	if (jail_exit_status(w->cfg.jail, w->python_ns_pid, &e) == 0) {
 		*status = e.status;
 		ru->ru_utime.tv_sec = (time_t)(e.cpu_us / 1000000u);
 		ru->ru_utime.tv_usec = (suseconds_t)(e.cpu_us % 1000000u);
