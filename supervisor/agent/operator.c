@@ -72,7 +72,8 @@ cell_json(const struct agent *a, const struct cell *c)
 {
 	double age = (double)(loop_now_us() - c->t0_us) / 1e6;
 	json_t *j = json_pack("{s:i, s:s?, s:f, s:s?}", "n", (int)c->n,
-	    "summary", c->summary, "age_s", age, "stage", c->timeout_stage);
+	    "summary", c->summary, "age_s", age, "stage",
+	    cells_timeout_name(c->timeout_stage));
 
 	if (j != NULL && a->cfg.cell_timeout > 0) {
 		(void)json_object_set_new(j, "timeout_s",

@@ -40,6 +40,8 @@ protocol_error(struct worker *w, const char *what, unsigned type)
 	(void)snprintf(why, sizeof why, "protocol error: %s (frame %s, "
 	    "type %u)", what, msg_name(type), type);
 	log_warnx("worker %ld: %s", (long)w->spawner_pid, why);
+	if (w->kill_reason == NULL)
+		w->kill_cause = DEATH_PROTOCOL;
 	worker_kill(w, why);
 }
 

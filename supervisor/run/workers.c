@@ -154,6 +154,7 @@ reset_state(struct worker *w, const int *ours)
 	if (w->cfg.generations != NULL)
 		*w->cfg.generations = w->generation;
 	w->ready_us = 0;
+	w->kill_cause = DEATH_UNSAID;
 	w->state = WORKER_STARTING;
 	frame_rx_clear(&w->rx);
 	frame_rx_init(&w->rx, w->cfg.max_frame);
@@ -357,6 +358,7 @@ spawner_died(struct worker *w, int status)
 	    (long)w->spawner_pid,
 	    WTERMSIG(status), strsignal(WTERMSIG(status)));
 	w->kill_reason = strdup(why);
+	w->kill_cause = DEATH_KILLED;
 }
 
 static void
@@ -430,6 +432,7 @@ reap(struct worker *w, int options)
 	d.cell = w->cell;
 	d.before_ready = w->ready_us == 0;
 	d.reason = w->kill_reason;
+	d.cause = w->kill_reason != NULL ? w->kill_cause : DEATH_UNSAID;
 	usage_at_death(w, &d);
 	w->state = WORKER_DOWN;
 	w->spawner_pid = w->python_pid = w->python_ns_pid = 0;
@@ -437,6 +440,7 @@ reap(struct worker *w, int options)
 	w->ops.death(w, &d, w->ctx);
 	free(w->kill_reason);
 	w->kill_reason = NULL;
+	w->kill_cause = DEATH_UNSAID;
 	w->sampled = 0;
 }
 
@@ -456,8 +460,11 @@ worker_kill(struct worker *w, const char *reason)
 
 	if (w->state == WORKER_DOWN)
 		return;
-	if (reason != NULL && w->kill_reason == NULL)
+	if (reason != NULL && w->kill_reason == NULL) {
 		w->kill_reason = strdup(reason);
+		if (w->kill_cause == DEATH_UNSAID)
+			w->kill_cause = DEATH_KILLED;
+	}
 	if (!w->sampled && w->python_pid > 0 &&
 	    procstat_sample_pid(w->python_pid, &w->kill_peak_kb,
 	    &w->kill_cpu_us) == 0)

@@ -59,6 +59,7 @@ struct worker {
 	uint64_t killed_timer;	/* a confirmed kill's death, next turn */
 	uint32_t cell;
 	char *kill_reason;
+	enum worker_death_cause kill_cause;
 	int sampled;		/* kill_cpu_us/kill_peak_kb are set */
 	uint64_t kill_cpu_us;
 	long kill_peak_kb;
@@ -79,6 +80,7 @@ struct worker {
 		char *threads;		/* names of the threads it lacks */
 		char oom[16];		/* its oom_score_adj as forked (the
 					 * worker's), restored at promotion */
+		enum worker_snap state;
 		char why[192];		/* why there is none, or "" */
 	} snap;
 };

@@ -196,6 +196,7 @@ static void
 no_snapshot(struct worker *w, const char *why)
 {
 	wsnap_forget(w);
+	w->snap.state = WSNAP_NONE;
 	(void)snprintf(w->snap.why, sizeof w->snap.why, "%s", why);
 }
 
@@ -231,6 +232,7 @@ take_snapshot(struct worker *w, const struct msg_snapped *s)
 	w->snap.ns_pid = (pid_t)s->pid;
 	w->snap.cell = s->cell;
 	w->snap.threads = s->threads.len > 0 ? strdup(s->threads.ptr) : NULL;
+	w->snap.state = WSNAP_TAKEN;
 	w->snap.why[0] = '\0';
 	lower_oom_score(w, host);
 	/* a v2 OOM kill of the worker must not take the snapshot along */
@@ -260,6 +262,7 @@ wsnap_alive(struct worker *w)
 	if (poll(&p, 1, 0) != 0) {
 		/* it died: a cell found and killed it */
 		no_snapshot(w, "the snapshot was killed before it was needed");
+		w->snap.state = WSNAP_KILLED;
 		return 0;
 	}
 	return 1;
@@ -282,9 +285,7 @@ worker_snapshot(struct worker *w, uint32_t cell)
 		errno = EBUSY;
 		return -1;
 	}
-	wsnap_forget(w);
-	(void)snprintf(w->snap.why, sizeof w->snap.why, "no answer from "
-	    "the worker");
+	no_snapshot(w, "no answer from the worker");
 	memset(&m, 0, sizeof m);
 	m.type = MSG_SNAP;
 	m.u.snap.cell = cell;
@@ -295,6 +296,12 @@ const char *
 worker_snapshot_threads(const struct worker *w)
 {
 	return w->snap.threads;
+}
+
+enum worker_snap
+worker_snapshot_state(const struct worker *w)
+{
+	return w->snap.state;
 }
 
 const char *
