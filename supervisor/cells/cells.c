@@ -322,7 +322,8 @@ cells_recovery_name(enum cell_recovery r)
 {
 	static const char *const names[] = {
 		[RECOVERY_UNSET] = NULL, [RECOVERY_NONE] = "none",
-		[RECOVERY_SNAPSHOT] = "snapshot", [RECOVERY_STANDBY] = "standby",
+		[RECOVERY_SNAPSHOT] = "snapshot",
+		[RECOVERY_STANDBY] = "standby",
 		[RECOVERY_FRESH] = "fresh worker",
 	};
 

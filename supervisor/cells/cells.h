@@ -97,18 +97,18 @@ struct cell {
 	struct capture out;
 	double finished_at;
 	uint64_t t0_us, duration_us;
-	pid_t worker_pid;
+	pid_t worker_pid;		/* the worker running Python, host pid */
 	unsigned worker_gen;
 	int exit_code, term_signal;	/* -1: not applicable */
 	long maxrss_kb;
 	uint64_t cpu_us;
 	uint64_t memory_peak;		/* cgroup peak, bytes (0: unknown) */
 	/* limits */
-	enum cell_timeout timeout_stage;	/* how far its deadline ladder went */
+	enum cell_timeout timeout_stage;	/* how far its deadline went */
 	double deadline_to_ready_ms;	/* deadline -> DONE or fresh worker */
 	double kill_to_ready_ms;	/* SIGKILL -> fresh worker ready */
 	char *stack;			/* every thread's stack at the kill */
-	enum cell_ns ns;		/* the namespace's fate (running: KEPT) */
+	enum cell_ns ns;		/* the namespace's fate */
 	char *threads_lost;		/* comma-separated names, or NULL */
 	enum cell_snapshot snapshot;
 	char *snapshot_why;		/* CSNAP_NONE: why none, or NULL */

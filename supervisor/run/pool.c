@@ -367,7 +367,7 @@ pool_event(struct runner *r, enum pool_event ev, const struct worker_death *d)
 	}
 }
 
-/* --- the workers' callbacks ------------------------------------------------ */
+/* --- the workers' callbacks --------------------------------------------- */
 
 void
 pool_ready(struct worker *w, void *ctx)

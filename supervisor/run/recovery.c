@@ -63,9 +63,9 @@ classify_death(struct runner *r, struct cell *c, const struct worker_death *d)
 	recovery_describe(d, how, sizeof how);
 	(void)snprintf(r->dead_why, sizeof r->dead_why, "%s", how);
 	if (d->cg.oom_kills > 0) {
-		(void)snprintf(r->dead_why, sizeof r->dead_why, "out of memory: "
-		    "the worker reached its memory ceiling (peak %llu MiB) and "
-		    "was killed; %s",
+		(void)snprintf(r->dead_why, sizeof r->dead_why,
+		    "out of memory: the worker reached its memory ceiling "
+		    "(peak %llu MiB) and was killed; %s",
 		    (unsigned long long)(d->cg.memory_peak >> 20), how);
 		return KIND_MEMORY;
 	}

@@ -222,7 +222,8 @@ runner_signal(struct runner *r, int signo)
 		if (r == NULL)	/* before the runner exists */
 			return -1;
 		keep[0] = worker_spawner_pid(r->w);
-		keep[1] = r->standby != NULL ? worker_spawner_pid(r->standby) : 0;
+		keep[1] = r->standby != NULL ?
+		    worker_spawner_pid(r->standby) : 0;
 		keep[2] = jail_init_pid(r->jail);
 		(void)contain_reap_except(keep, 3);
 		return -1;

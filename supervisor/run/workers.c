@@ -31,8 +31,13 @@
 static void pidfd_event(struct loop *l, int fd, short revents, void *ctx);
 static void killed_event(struct loop *l, void *ctx);
 
-/* reap(): no wait for the exit, the jail's init confirmed the kill */
-#define REAP_KILLED (-1)
+/* How reap() learns of the death. */
+enum reap_how {
+	REAP_WAIT,		/* wait4 until it exits (no pidfd to watch) */
+	REAP_PIDFD,		/* the pidfd is readable: wait4, WNOHANG */
+	REAP_CONFIRMED		/* the jail's init confirmed our SIGKILL: no
+				 * wait for the exit itself */
+};
 static void ready_timeout(struct loop *l, void *ctx);
 
 struct worker *
@@ -354,22 +359,21 @@ spawner_died(struct worker *w, int status)
 	    !WIFSIGNALED(status))
 		return;
 	(void)snprintf(why, sizeof why, "its spawner (pid %ld) died by "
-	    "signal %d (%s), and the worker with it",
-	    (long)w->spawner_pid,
+	    "signal %d (%s), and the worker with it", (long)w->spawner_pid,
 	    WTERMSIG(status), strsignal(WTERMSIG(status)));
 	w->kill_reason = strdup(why);
 	w->kill_cause = DEATH_KILLED;
 }
 
 static void
-reap(struct worker *w, int options)
+reap(struct worker *w, enum reap_how how)
 {
 	struct worker_death d;
 	int status = 0, ws;
 	pid_t r;
 
 	memset(&d, 0, sizeof d);
-	if (options == REAP_KILLED) {
+	if (how == REAP_CONFIRMED) {
 		/* SIGKILLed by the jail's init, which said it is done; the
 		 * exit itself (a big worker's memory takes tens of ms to go)
 		 * completes without us, and its spawner is swept below */
@@ -380,7 +384,8 @@ reap(struct worker *w, int options)
 		wsnap_adopted_status(w, &status, &d.ru);
 	} else {
 		do
-			r = wait4(w->spawner_pid, &status, options, &d.ru);
+			r = wait4(w->spawner_pid, &status,
+			    how == REAP_PIDFD ? WNOHANG : 0, &d.ru);
 		while (r < 0 && errno == EINTR);
 		if (r == 0)
 			return;	/* pidfd readable but not yet waitable */
@@ -388,10 +393,10 @@ reap(struct worker *w, int options)
 			log_warn("reaping worker %ld", (long)w->spawner_pid);
 	}
 	/* With a namespace init, the worker's own status came by pipe. */
-	if (options != REAP_KILLED && w->status >= 0 &&
+	if (how != REAP_CONFIRMED && w->status >= 0 &&
 	    read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
-	else if (options != REAP_KILLED && w->status >= 0 && !w->adopted)
+	else if (how != REAP_CONFIRMED && w->status >= 0 && !w->adopted)
 		spawner_died(w, status);
 	/* frames it sent before dying still count (its DONE): the slices
 	 * left for later turns are handled now */
@@ -407,7 +412,7 @@ reap(struct worker *w, int options)
 		if (!d.snapshot) {
 			/* (after a confirmed kill only exiting tasks are
 			 * left: freezing them would wait for their exit) */
-			if (options != REAP_KILLED)
+			if (how != REAP_CONFIRMED)
 				(void)contain_group_kill(w->cg);
 			contain_group_free(w->cg);
 			w->cg = NULL;
@@ -450,7 +455,7 @@ pidfd_event(struct loop *l, int fd, short revents, void *ctx)
 	(void)l;
 	(void)fd;
 	(void)revents;
-	reap(ctx, WNOHANG);
+	reap(ctx, REAP_PIDFD);
 }
 
 void
@@ -498,7 +503,7 @@ worker_kill(struct worker *w, const char *reason)
 		w->chan = -1;
 	}
 	if (w->pidfd < 0)
-		reap(w, 0);
+		reap(w, REAP_WAIT);
 }
 
 /* A kill the jail's init confirmed: the death is handled now, not when
@@ -511,7 +516,7 @@ killed_event(struct loop *l, void *ctx)
 	(void)l;
 	w->killed_timer = 0;
 	if (w->state == WORKER_DYING)
-		reap(w, REAP_KILLED);
+		reap(w, REAP_CONFIRMED);
 }
 
 static void
