@@ -1,5 +1,5 @@
 /*
- * workers_impl.h - the inside of struct worker, shared by the four files
+ * workers_impl.h - the inside of struct worker, shared by the five files
  * that implement workers.h and by nothing else:
  *
  *   workers.c  lifecycle: new/free, spawn set-up, death (reap, kill)
@@ -9,7 +9,7 @@
  *   wsnap.c    snapshots: SNAP/SNAPPED, sparing one at a kill, promotion
  *
  * May include: workers.h and what it includes, proto/. No one outside
- * those four files includes this header.
+ * those five files includes this header.
  */
 #ifndef AGENTZ_WORKERS_IMPL_H
 #define AGENTZ_WORKERS_IMPL_H
