@@ -217,7 +217,7 @@ agent_run_cell(struct agent *a, const char *code, size_t len,
 static int
 no_worker_after(const struct cell *c)
 {
-	return c->recovered_by != NULL && strcmp(c->recovered_by, "none") == 0;
+	return c->recovered_by == RECOVERY_NONE;
 }
 
 /* The record of a cell that ended normally without a successor. */

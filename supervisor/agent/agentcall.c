@@ -193,7 +193,7 @@ agent_calls_cell_over(struct agent *a, struct cell *c)
 	(void)snprintf(why, sizeof why, "Cell %u has finished: the model call "
 	    "waiting for a free slot was not started", c->n);
 	drop_waiting(a, 0, c->n, 0, why);
-	if (c->timeout_stage != NULL) {
+	if (c->timeout_stage != TIMEOUT_NONE) {
 		(void)snprintf(why, sizeof why, "cell %u exceeded its timeout: "
 		    "its model call was cancelled", c->n);
 		note_cancelled(c, end_calls(a, 0, c->n, 0, why));

@@ -64,7 +64,8 @@ cell_json(const struct agent *a, const struct cell *c)
 {
 	double age = (double)(loop_now_us() - c->t0_us) / 1e6;
 	json_t *j = json_pack("{s:i, s:s?, s:f, s:s?}", "n", (int)c->n,
-	    "summary", c->summary, "age_s", age, "stage", c->timeout_stage);
+	    "summary", c->summary, "age_s", age, "stage",
+	    cells_timeout_name(c->timeout_stage));
 
 	if (j != NULL && a->cfg.cell_timeout > 0) {
 		(void)json_object_set_new(j, "timeout_s",
@@ -79,7 +80,7 @@ static json_t *
 worker_json(const struct agent *a)
 {
 	const struct worker *w = runner_worker(a->runner);
-	pid_t pid = w != NULL ? worker_pid(w) : 0;
+	pid_t pid = w != NULL ? worker_python_pid(w) : 0;
 
 	if (pid <= 0)
 		return json_null();

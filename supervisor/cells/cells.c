@@ -5,6 +5,7 @@
  */
 #include "supervisor/cells/cells.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,7 +45,7 @@ cell_free(struct cell *c)
 	free(c->detail);
 	free(c->stack);
 	free(c->threads_lost);
-	free(c->snapshot);
+	free(c->snapshot_why);
 	free(c->ns_cells);
 	capture_clear(&c->out);
 	free(c);
@@ -240,7 +241,7 @@ cells_finish_dead(struct cell *c, enum cell_kind kind, const char *detail,
 	finish_time(c);
 	c->status = CELL_ERROR;
 	c->kind = kind;
-	c->namespace_lost = 1;
+	c->ns = NS_LOST;
 	free(c->detail);
 	c->detail = dup_or_null(detail);
 	c->exit_code = exit_code;
@@ -252,6 +253,14 @@ cells_set_detail(struct cell *c, const char *detail)
 {
 	free(c->detail);
 	c->detail = dup_or_null(detail);
+}
+
+void
+cells_set_snapshot(struct cell *c, enum cell_snapshot s, const char *why)
+{
+	free(c->snapshot_why);
+	c->snapshot_why = s == CSNAP_NONE ? dup_or_null(why) : NULL;
+	c->snapshot = s;
 }
 
 void
@@ -285,4 +294,85 @@ cells_kind_name(enum cell_kind k)
 	};
 
 	return names[k];
+}
+
+const char *
+cells_timeout_name(enum cell_timeout t)
+{
+	static const char *const names[] = {
+		[TIMEOUT_NONE] = NULL, [TIMEOUT_INTERRUPTED] = "interrupted",
+		[TIMEOUT_KILLED] = "killed",
+	};
+
+	return names[t];
+}
+
+enum cell_timeout
+cells_timeout_parse(const char *s)
+{
+	if (s != NULL && strcmp(s, "interrupted") == 0)
+		return TIMEOUT_INTERRUPTED;
+	if (s != NULL && strcmp(s, "killed") == 0)
+		return TIMEOUT_KILLED;
+	return TIMEOUT_NONE;
+}
+
+const char *
+cells_recovery_name(enum cell_recovery r)
+{
+	static const char *const names[] = {
+		[RECOVERY_UNSET] = NULL, [RECOVERY_NONE] = "none",
+		[RECOVERY_SNAPSHOT] = "snapshot",
+		[RECOVERY_STANDBY] = "standby",
+		[RECOVERY_FRESH] = "fresh worker",
+	};
+
+	return names[r];
+}
+
+#define NS_ROLLED	"rolled back"
+
+const char *
+cells_ns_text(const struct cell *c, char *buf, size_t len)
+{
+	if (c->status == CELL_RUNNING)
+		return NULL;
+	if (c->ns == NS_ROLLED_BACK) {
+		(void)snprintf(buf, len, NS_ROLLED " to before cell %u", c->n);
+		return buf;
+	}
+	return c->ns == NS_LOST ? "lost" : "kept";
+}
+
+enum cell_ns
+cells_ns_parse(const char *s)
+{
+	if (s != NULL && strncmp(s, NS_ROLLED, strlen(NS_ROLLED)) == 0)
+		return NS_ROLLED_BACK;
+	if (s != NULL && strcmp(s, "lost") == 0)
+		return NS_LOST;
+	return NS_KEPT;
+}
+
+char *
+cells_snapshot_text(const struct cell *c)
+{
+	static const char *const fixed[] = {
+		[CSNAP_UNSET] = NULL, [CSNAP_TAKEN] = "taken",
+		[CSNAP_NONE] = NULL,
+		[CSNAP_KILLED] = "none: the snapshot was killed before it "
+		    "was needed",
+		[CSNAP_DIED] = "taken, but it died before it could take over "
+		    "(killed by the cell?)",
+		[CSNAP_WORLD_LOST] = "taken, but the run's namespace init "
+		    "died, and the snapshot with it",
+	};
+	char *s;
+
+	if (c->snapshot != CSNAP_NONE)
+		return dup_or_null(fixed[c->snapshot]);
+	if (asprintf(&s, "none: %s", c->snapshot_why != NULL ?
+	    c->snapshot_why : "") < 0)
+		return NULL;
+	return s;
 }

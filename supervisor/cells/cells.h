@@ -37,6 +37,50 @@ enum cell_kind {
 				 * operator) while it ran or waited */
 };
 
+/*
+ * The record's states below are enums; their text (the record's JSON,
+ * the journal, every output) is written at the edge by the *_name()
+ * functions, and read back by the *_parse() ones (older journals).
+ */
+
+/* How far a cell's deadline ladder went (the record's "timeout"). */
+enum cell_timeout {
+	TIMEOUT_NONE,		/* no deadline reached: no "timeout" */
+	TIMEOUT_INTERRUPTED,	/* "interrupted": SIGINT at the deadline */
+	TIMEOUT_KILLED		/* "killed": the grace ran out (stack
+				 * dump, then SIGKILL of the tree) */
+};
+
+/* What became of the worker's namespace (the record's "namespace"). */
+enum cell_ns {
+	NS_KEPT,		/* "kept" */
+	NS_LOST,		/* "lost": the worker died, state is gone */
+	NS_ROLLED_BACK		/* "rolled back to before cell N": the
+				 * worker died but its snapshot took over */
+};
+
+/* The cell's snapshot (the record's "snapshot"). */
+enum cell_snapshot {
+	CSNAP_UNSET,		/* null: never decided */
+	CSNAP_TAKEN,		/* "taken" */
+	CSNAP_NONE,		/* "none: <snapshot_why>" */
+	CSNAP_KILLED,		/* "none: the snapshot was killed before it
+				 * was needed" (by a cell) */
+	CSNAP_DIED,		/* "taken, but it died before it could take
+				 * over (killed by the cell?)" */
+	CSNAP_WORLD_LOST	/* "taken, but the run's namespace init
+				 * died, and the snapshot with it" */
+};
+
+/* What took the place of the cell's dead worker ("recovered_by"). */
+enum cell_recovery {
+	RECOVERY_UNSET,		/* null: its worker did not die */
+	RECOVERY_NONE,		/* "none": the run ended first */
+	RECOVERY_SNAPSHOT,	/* "snapshot" */
+	RECOVERY_STANDBY,	/* "standby" */
+	RECOVERY_FRESH		/* "fresh worker" */
+};
+
 struct cell {
 	uint32_t n;
 	/* inputs */
@@ -53,26 +97,24 @@ struct cell {
 	struct capture out;
 	double finished_at;
 	uint64_t t0_us, duration_us;
-	pid_t worker_pid;
+	pid_t worker_pid;		/* the worker running Python, host pid */
 	unsigned worker_gen;
 	int exit_code, term_signal;	/* -1: not applicable */
 	long maxrss_kb;
 	uint64_t cpu_us;
 	uint64_t memory_peak;		/* cgroup peak, bytes (0: unknown) */
 	/* limits */
-	const char *timeout_stage;	/* NULL, "interrupted" or "killed" */
+	enum cell_timeout timeout_stage;	/* how far its deadline went */
 	double deadline_to_ready_ms;	/* deadline -> DONE or fresh worker */
 	double kill_to_ready_ms;	/* SIGKILL -> fresh worker ready */
 	char *stack;			/* every thread's stack at the kill */
-	int namespace_lost;		/* the worker died: state is gone */
-	/* the worker died but its snapshot took over: the namespace is
-	 * as before this cell (namespace_lost is 0 then) */
-	int rolled_back;
+	enum cell_ns ns;		/* the namespace's fate */
 	char *threads_lost;		/* comma-separated names, or NULL */
-	char *snapshot;			/* "taken", or why none; NULL: never */
+	enum cell_snapshot snapshot;
+	char *snapshot_why;		/* CSNAP_NONE: why none, or NULL */
 	char *ns_cells;			/* cells in the namespace, "1-3,5" */
-	/* after its worker died: "snapshot", "standby" or "fresh worker" */
-	const char *recovered_by;
+	/* after its worker died: what took its place */
+	enum cell_recovery recovered_by;
 	/* model calls of the cell ended unfinished when it was killed */
 	unsigned calls_cancelled;
 };
@@ -145,10 +187,24 @@ void cells_finish_dead(struct cell *c, enum cell_kind kind,
     const char *detail, int exit_code, int term_signal);
 /* Replaces c->detail with a copy of detail. */
 void cells_set_detail(struct cell *c, const char *detail);
+/* The record's snapshot; why (copied) is kept for CSNAP_NONE only. */
+void cells_set_snapshot(struct cell *c, enum cell_snapshot s,
+    const char *why);
 /* Accounting of a cell whose worker died: CPU since the cell began. */
 void cells_set_usage(struct cell *c, uint64_t cpu_us, long peak_kb);
 
+/* The record's texts: NULL where the JSON has null (or no member). */
 const char *cells_status_name(enum cell_status s);
 const char *cells_kind_name(enum cell_kind k);
+const char *cells_timeout_name(enum cell_timeout t);
+const char *cells_recovery_name(enum cell_recovery r);
+/* "kept", "lost", "rolled back to before cell N" into buf; NULL while
+ * the cell runs. */
+const char *cells_ns_text(const struct cell *c, char *buf, size_t len);
+/* "taken", "none: why", ...; malloc'ed (caller frees), NULL: unset. */
+char *cells_snapshot_text(const struct cell *c);
+/* Back from the text (unknown or NULL: TIMEOUT_NONE, NS_KEPT). */
+enum cell_timeout cells_timeout_parse(const char *s);
+enum cell_ns cells_ns_parse(const char *s);
 
 #endif

@@ -66,7 +66,7 @@ restore_output(struct cell *c, const json_t *out)
 	c->finished_at = json_real_value(json_object_get(out, "finished_at"));
 	c->duration_us = (uint64_t)json_integer_value(json_object_get(out,
 	    "duration_us"));
-	c->namespace_lost = 1;	/* whatever it was, that worker is gone */
+	c->ns = NS_LOST;	/* whatever it was, that worker is gone */
 	c->calls_cancelled = (unsigned)json_integer_value(json_object_get(out,
 	    "model_calls_cancelled"));
 }
@@ -166,11 +166,19 @@ cells_inputs_json(const struct cell *c)
 static json_t *
 namespace_json(const struct cell *c)
 {
-	if (c->status == CELL_RUNNING)
-		return json_null();
-	if (c->rolled_back)
-		return json_sprintf("rolled back to before cell %u", c->n);
-	return json_string(c->namespace_lost ? "lost" : "kept");
+	char buf[64];
+
+	return jcstr(cells_ns_text(c, buf, sizeof buf));
+}
+
+static json_t *
+snapshot_json(const struct cell *c)
+{
+	char *s = cells_snapshot_text(c);
+	json_t *j = jcstr(s);
+
+	free(s);
+	return j;
 }
 
 /* The names of the threads a rollback lost, as an array; null if none. */
@@ -202,15 +210,17 @@ add_limits(json_t *o, const struct cell *c)
 	    json_integer((json_int_t)c->memory_peak) : json_null());
 	(void)json_object_set_new(o, "namespace", namespace_json(c));
 	(void)json_object_set_new(o, "namespace_cells", jcstr(c->ns_cells));
-	(void)json_object_set_new(o, "snapshot", jcstr(c->snapshot));
+	(void)json_object_set_new(o, "snapshot", snapshot_json(c));
 	(void)json_object_set_new(o, "threads_lost", threads_json(c));
-	(void)json_object_set_new(o, "recovered_by", jcstr(c->recovered_by));
+	(void)json_object_set_new(o, "recovered_by",
+	    jcstr(cells_recovery_name(c->recovered_by)));
 	(void)json_object_set_new(o, "stack", jcstr(c->stack));
 	(void)json_object_set_new(o, "model_calls_cancelled",
 	    json_integer((json_int_t)c->calls_cancelled));
-	if (c->timeout_stage != NULL)
+	if (c->timeout_stage != TIMEOUT_NONE)
 		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f, "
-		    "s:o}", "stage", c->timeout_stage, "deadline_to_ready_ms",
+		    "s:o}", "stage", cells_timeout_name(c->timeout_stage),
+		    "deadline_to_ready_ms",
 		    c->deadline_to_ready_ms, "kill_to_ready_ms",
 		    c->kill_to_ready_ms > 0 ? json_real(c->kill_to_ready_ms) :
 		    json_null()));

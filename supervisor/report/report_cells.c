@@ -19,9 +19,9 @@ cell_classes(FILE *f, const struct rcell *c)
 		html_fmt(f, " k-%s", html_class(c->kind));
 	if (c->killed)
 		html_raw(f, " killed");
-	if (c->rolled_back)
+	if (c->fate == NS_ROLLED_BACK)
 		html_raw(f, " rollback");
-	if (c->lost)
+	if (c->fate == NS_LOST)
 		html_raw(f, " lost");
 }
 
@@ -67,10 +67,10 @@ marks(FILE *f, const struct rcell *c)
 	if (c->killed)
 		html_raw(f, "<span class=\"mark kill\" title=\"killed\">"
 		    "&#x2715;</span>");
-	if (c->rolled_back)
+	if (c->fate == NS_ROLLED_BACK)
 		html_raw(f, "<span class=\"mark rb\" title=\"rolled back\">"
 		    "&#x21ba;</span>");
-	if (c->lost)
+	if (c->fate == NS_LOST)
 		html_raw(f, "<span class=\"mark lost\" title=\"namespace "
 		    "lost\">&#x2205;</span>");
 }
@@ -85,7 +85,7 @@ bar(FILE *f, const struct rcell *c)
 	html_fmt(f, "\" id=\"bar-%lld\" href=\"#cell-%lld\" data-cell=\"%lld\""
 	    "%s%s style=\"flex:%.6f 0 10px\" title=\"cell %lld: ", c->n, c->n,
 	    c->n, c->killed ? " data-killed=\"1\"" : "",
-	    c->rolled_back ? " data-rollback=\"1\"" : "",
+	    c->fate == NS_ROLLED_BACK ? " data-rollback=\"1\"" : "",
 	    s > 1e7 ? 1e7 : s, c->n);
 	cell_state(f, c);
 	html_raw(f, ", ");

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "supervisor/cells/cells.h"
+
 /* Bytes of a journal text shown in a table cell or a record's field. */
 #define REPORT_SHORT	240
 /* Bytes of one field of an unknown record kept after the first pass. */
@@ -36,11 +38,13 @@ struct rcell {
 	struct rline in, out;
 	double started, finished;	/* wall clock; 0 unknown */
 	double duration;		/* seconds; -1 unknown */
-	char *status, *kind, *exc, *ns, *summary, *stage;	/* or NULL */
+	char *status, *kind, *exc, *ns, *summary;	/* or NULL */
 	char *threads;		/* threads a rollback lost, "a, b", or NULL */
 	long long rss_kb, mem_peak, cpu_us;	/* -1 unknown */
 	long long repair_of;		/* the failed cell, or -1 */
-	int killed, rolled_back, lost;
+	int killed;
+	enum cell_ns fate;		/* from ns (kept when unknown) */
+	enum cell_timeout stage;	/* from the record's "timeout" */
 	int restarted;			/* no output: a resume followed */
 };
 

@@ -162,8 +162,8 @@ is_kill(const struct rcell *c, const json_t *rec)
 	const char *k = c->kind != NULL ? c->kind : "";
 
 	return strcmp(k, "memory") == 0 || strcmp(k, "crashed") == 0 ||
-	    (c->stage != NULL && strcmp(c->stage, "killed") == 0) ||
-	    (strcmp(k, "timeout") == 0 && c->lost) ||
+	    c->stage == TIMEOUT_KILLED ||
+	    (strcmp(k, "timeout") == 0 && c->fate == NS_LOST) ||
 	    json_is_integer(json_object_get(rec, "signal"));
 }
 
@@ -180,7 +180,7 @@ on_output(struct report *r, const json_t *rec, const struct rline *at)
 	resnip(&c->kind, report_jstr(rec, "kind"));
 	resnip(&c->exc, report_jstr(rec, "exception_type"));
 	resnip(&c->ns, report_jstr(rec, "namespace"));
-	resnip(&c->stage, report_jstr(to, "stage"));
+	c->stage = cells_timeout_parse(report_jstr(to, "stage"));
 	c->finished = jtime(rec, "finished_at");
 	see_time(r, c->finished);
 	c->duration = json_is_integer(us) && json_integer_value(us) >= 0 &&
@@ -191,9 +191,7 @@ on_output(struct report *r, const json_t *rec, const struct rline *at)
 	c->cpu_us = jint(rec, "cpu_us");
 	free(c->threads);
 	c->threads = thread_names(json_object_get(rec, "threads_lost"));
-	c->rolled_back = c->ns != NULL && strncmp(c->ns, "rolled back",
-	    11) == 0;
-	c->lost = c->ns != NULL && strcmp(c->ns, "lost") == 0;
+	c->fate = cells_ns_parse(c->ns);
 	c->killed = is_kill(c, rec);
 }
 
@@ -416,7 +414,6 @@ cell_clear(struct rcell *c)
 	free(c->ns);
 	free(c->threads);
 	free(c->summary);
-	free(c->stage);
 }
 
 void

@@ -197,5 +197,5 @@ hostserve_request(struct worker *w, const struct msg_request *q, void *ctx)
 	/* past its deadline a cell is being stopped: its requests get a
 	 * quick refusal, so a backlog cannot hold up its DONE */
 	hostreq_dispatch(&h, r->current != NULL &&
-	    r->current->timeout_stage == NULL ? r->current : NULL, q);
+	    r->current->timeout_stage == TIMEOUT_NONE ? r->current : NULL, q);
 }

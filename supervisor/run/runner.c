@@ -2,11 +2,12 @@
  * runner.c - one cell at a time in a supervised worker (see runner.h).
  *
  * Owns: the runner's life (new/free, the run's jail and containment),
- * handing cells to the worker, the per-cell deadline ladder (interrupt,
- * grace, stack dump, kill), the redaction of output on its way to the
+ * handing cells to the worker, the redaction of output on its way to the
  * record and the front end, and finishing the record at DONE.
- * Host requests the runner serves itself are in hostserve.c, a worker's
- * death and the respawn in recovery.c; struct runner is in runner_impl.h.
+ * The deadline ladder is in ladder.c, the pool of workers (respawn,
+ * standby) in pool.c, a death in the record in recovery.c, snapshots in
+ * snapshot.c, the host requests the runner serves itself in hostserve.c;
+ * struct runner is in runner_impl.h.
  *
  * May include: runner_impl.h, config.h, procstat.h, cells.h, redact.h,
  * workers.h, sandbox/ (contain, jail), common/log.h, jansson (the error
@@ -25,23 +26,14 @@
 #include "common/log.h"
 #include "supervisor/run/procstat.h"
 
-#define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL, at most */
-#define DUMP_QUIET_MS 5		/* ... or this long after the dump arrived */
-/* --snapshot auto in exec runs: after a cell this long, or once the
- * worker's memory reached this much, the next cell gets a snapshot */
-#define AUTO_SLOW_US 1000000u
-#define AUTO_BIG_KB (256L << 10)
-
-static void w_ready(struct worker *w, void *ctx);
 static void w_output(struct worker *w, int stream, const char *p, size_t n,
     void *ctx);
 static void w_done(struct worker *w, const struct msg_done *d, void *ctx);
-static void w_stack(struct worker *w, void *ctx);
 static void w_snapped(struct worker *w, void *ctx);
 
 static const struct worker_ops runner_worker_ops = {
-	w_ready, w_output, w_done, hostserve_request, recovery_death, w_stack,
-	w_snapped
+	pool_ready, w_output, w_done, hostserve_request, pool_death,
+	ladder_stack, w_snapped
 };
 
 /* The run's world, before the first worker (and before any cgroup of a
@@ -116,7 +108,7 @@ runner_free(struct runner *r)
 	jail_free(r->jail);
 	loop_timer_cancel(r->loop, r->respawn_timer);
 	loop_timer_cancel(r->loop, r->standby_timer);
-	runner_cancel_deadline(r);
+	ladder_cancel(r);
 	procstat_close(&r->ps);
 	contain_free(r->contain);
 	free(r->ns);
@@ -132,7 +124,7 @@ runner_free(struct runner *r)
 int
 runner_start(struct runner *r)
 {
-	return worker_spawn(r->w);
+	return pool_start(r);
 }
 
 struct cell *
@@ -194,10 +186,10 @@ runner_cut(struct runner *r, const char *why)
 
 	if (r == NULL)
 		return NULL;
-	if ((c = r->dead) != NULL) {	/* its death is its record */
-		r->dead = NULL;
-		if (c->recovered_by == NULL)
-			c->recovered_by = "none";
+	/* a dead one: its death is its record */
+	if ((c = recovery_take_dead(r)) != NULL) {
+		if (c->recovered_by == RECOVERY_UNSET)
+			c->recovered_by = RECOVERY_NONE;
 		return c;
 	}
 	if ((c = r->current != NULL ? r->current : r->pending) == NULL)
@@ -205,7 +197,7 @@ runner_cut(struct runner *r, const char *why)
 	ran = c == r->current;
 	if (ran) {
 		hostserve_input_stop(r);
-		runner_cancel_deadline(r);
+		ladder_cancel(r);
 	} else {
 		c->t0_us = loop_now_us();	/* it never started */
 	}
@@ -229,57 +221,15 @@ runner_signal(struct runner *r, int signo)
 
 		if (r == NULL)	/* before the runner exists */
 			return -1;
-		keep[0] = worker_child_pid(r->w);
-		keep[1] = r->standby != NULL ? worker_child_pid(r->standby) : 0;
+		keep[0] = worker_spawner_pid(r->w);
+		keep[1] = r->standby != NULL ?
+		    worker_spawner_pid(r->standby) : 0;
 		keep[2] = jail_init_pid(r->jail);
 		(void)contain_reap_except(keep, 3);
 		return -1;
 	}
 	log_warnx("%s: stopping", strsignal(signo));
 	return 128 + signo;	/* the shell's convention: 130 for SIGINT */
-}
-
-static void on_deadline(struct loop *l, void *ctx);
-
-void
-runner_cancel_deadline(struct runner *r)
-{
-	loop_timer_cancel(r->loop, r->deadline_timer);
-	loop_timer_cancel(r->loop, r->stage_timer);
-	r->deadline_timer = r->stage_timer = 0;
-}
-
-/* Why the cell gets no snapshot, or NULL to take one. */
-static const char *
-snapshot_refusal(const struct runner *r)
-{
-	if (r->cfg.snapshot == SNAPSHOT_NEVER)
-		return "none: --snapshot never";
-	if (!jail_active(r->jail))
-		return "none: snapshots need the run's isolation (jail)";
-	if (strcmp(r->cfg.worker.sandbox, "strict") == 0)
-		return "none: off under --sandbox strict";
-	if (r->cfg.snapshot == SNAPSHOT_ALWAYS || r->cfg.snapshot_every_cell ||
-	    r->last_cell_us >= AUTO_SLOW_US || r->last_rss_kb >= AUTO_BIG_KB)
-		return NULL;
-	return "none: --snapshot auto skips a quick cell in a small namespace";
-}
-
-/* What the record says of the cell's snapshot. */
-void
-runner_snapshot_note(struct runner *r, struct cell *c)
-{
-	const char *why = worker_snapshot_why(r->w);
-	char *s = NULL;
-
-	if (r->snap_refused != NULL)
-		s = strdup(r->snap_refused);
-	else if (why[0] == '\0')
-		s = strdup("taken");
-	else if (asprintf(&s, "none: %s", why) < 0)
-		s = NULL;
-	free(c->snapshot);
-	c->snapshot = s;
 }
 
 /* The running cell to the worker. */
@@ -292,11 +242,11 @@ exec_current(struct runner *r)
 		worker_kill(r->w, "cannot send the cell to the worker");
 	/* the first cell runs: a standby is worth its start now */
 	if (r->standby != NULL && worker_state(r->standby) == WORKER_DOWN)
-		recovery_standby_soon(r);
+		pool_standby_soon(r);
 }
 
-static void
-dispatch_pending(struct runner *r)
+void
+runner_dispatch(struct runner *r)
 {
 	struct cell *c = r->pending;
 
@@ -304,23 +254,20 @@ dispatch_pending(struct runner *r)
 		return;
 	r->pending = NULL;
 	r->current = c;
-	if (!r->expire_pending)
-		r->expired_by[0] = '\0';
+	if (!r->ladder.expire_pending)
+		r->ladder.expired_by[0] = '\0';
 	c->started_at = loop_wall();
 	c->t0_us = loop_now_us();
-	c->worker_pid = worker_pid(r->w);
+	c->worker_pid = worker_python_pid(r->w);
 	c->worker_gen = worker_generation(r->w);
 	/* CPU is counted from the previous sample (READY or the last
 	 * DONE): no read on the way in, one write to reset the peak. */
 	(void)procstat_reset_peak(&r->ps);
-	if (r->cfg.cell_timeout_ms > 0 || r->expire_pending)
-		r->deadline_timer = loop_timer(r->loop, r->expire_pending ? 0 :
-		    r->cfg.cell_timeout_ms, on_deadline, r);
-	r->expire_pending = 0;
-	r->snap_refused = snapshot_refusal(r);
-	if (r->snap_refused == NULL && worker_snapshot(r->w, c->n) < 0)
-		r->snap_refused = "none: cannot ask the worker for one";
-	if (r->snap_refused == NULL)
+	if (r->cfg.cell_timeout_ms > 0 || r->ladder.expire_pending)
+		ladder_arm(r, r->ladder.expire_pending ? 0 :
+		    r->cfg.cell_timeout_ms);
+	r->ladder.expire_pending = 0;
+	if (snapshot_before(r, c))
 		return;		/* w_snapped sends the cell */
 	exec_current(r);
 }
@@ -334,131 +281,10 @@ w_snapped(struct worker *w, void *ctx)
 		exec_current(r);
 }
 
-/* --- the deadline: interrupt, grace, stack dump, kill ------------------- */
-
-/* The front end hears each step of the ladder. */
-static void
-tell_kill(struct runner *r, const char *stage)
-{
-	char why[96];
-
-	if (r->ops.kill == NULL || r->current == NULL)
-		return;
-	(void)snprintf(why, sizeof why, "the cell exceeded its %.3g s timeout",
-	    (double)r->cfg.cell_timeout_ms / 1000.0);
-	r->ops.kill(r->ctx, r->current, stage, why);
-}
-
-static void
-on_kill(struct loop *l, void *ctx)
-{
-	struct runner *r = ctx;
-
-	(void)l;
-	r->stage_timer = 0;
-	r->kill_us = loop_now_us();
-	tell_kill(r, "kill");
-	worker_kill(r->w, NULL);
-}
-
-/* The dump is written from a signal handler in one go: once bytes came,
- * a short quiet period is enough before the kill. */
-static void
-w_stack(struct worker *w, void *ctx)
-{
-	struct runner *r = ctx;
-
-	if (w != r->w || r->stage_timer == 0 || r->current == NULL ||
-	    r->current->timeout_stage == NULL ||
-	    strcmp(r->current->timeout_stage, "killed") != 0)
-		return;
-	loop_timer_cancel(r->loop, r->stage_timer);
-	r->stage_timer = loop_timer(r->loop, DUMP_QUIET_MS, on_kill, r);
-}
-
-static void
-on_grace(struct loop *l, void *ctx)
-{
-	struct runner *r = ctx;
-
-	(void)l;
-	if (r->current == NULL)
-		return;
-	r->current->timeout_stage = "killed";
-	tell_kill(r, "stack_dump");
-	if (worker_dump_stacks(r->w) < 0) {
-		on_kill(l, r);
-		return;
-	}
-	r->stage_timer = loop_timer(r->loop, DUMP_WAIT_MS, on_kill, r);
-}
-
-static void
-on_deadline(struct loop *l, void *ctx)
-{
-	struct runner *r = ctx;
-
-	(void)l;
-	r->deadline_timer = 0;
-	if (r->current == NULL)
-		return;
-	r->deadline_us = loop_now_us();
-	r->current->timeout_stage = "interrupted";
-	tell_kill(r, "interrupt");
-	(void)worker_interrupt(r->w);
-	r->stage_timer = loop_timer(r->loop, r->cfg.grace_ms, on_grace, r);
-}
-
-int
-runner_expire(struct runner *r, const char *who)
-{
-	if (r->current == NULL && r->pending != NULL) {
-		/* waiting for its worker: it gets the ladder as it starts */
-		(void)snprintf(r->expired_by, sizeof r->expired_by, "%s", who);
-		r->expire_pending = 1;
-		return 0;
-	}
-	if (r->current == NULL) {
-		errno = ENOENT;
-		return -1;
-	}
-	if (r->current->timeout_stage != NULL) {
-		errno = EALREADY;
-		return -1;
-	}
-	loop_timer_cancel(r->loop, r->deadline_timer);
-	(void)snprintf(r->expired_by, sizeof r->expired_by, "%s", who);
-	on_deadline(r->loop, r);
-	return 0;
-}
-
 pid_t
 runner_jail_pid(const struct runner *r)
 {
 	return r->jail != NULL ? jail_init_pid(r->jail) : 0;
-}
-
-void
-runner_timeout_detail(struct runner *r, struct cell *c)
-{
-	char d[256], why[96];
-	int killed = strcmp(c->timeout_stage, "killed") == 0;
-
-	if (r->expired_by[0] != '\0')
-		(void)snprintf(why, sizeof why, "was ended early by %s",
-		    r->expired_by);
-	else
-		(void)snprintf(why, sizeof why, "exceeded its %.3g s timeout",
-		    (double)r->cfg.cell_timeout_ms / 1000.0);
-	(void)snprintf(d, sizeof d, "the cell %s: %s%s", why, !killed ?
-	    "interrupted (KeyboardInterrupt); the namespace was kept" :
-	    "it ignored the interrupt, so after the grace period its whole "
-	    "process tree was killed; ", !killed ? "" : c->rolled_back ?
-	    "the namespace was rolled back to before this cell" :
-	    "the namespace was lost");
-	cells_set_detail(c, d);
-	c->status = CELL_ERROR;
-	c->kind = KIND_TIMEOUT;
 }
 
 struct cell *
@@ -475,7 +301,7 @@ runner_run(struct runner *r, const char *code, size_t len,
 	if (c == NULL)
 		return NULL;
 	r->pending = c;
-	dispatch_pending(r);
+	runner_dispatch(r);
 	return c;
 }
 
@@ -493,42 +319,6 @@ runner_event(struct runner *r, uint64_t id, const char *body, size_t len)
 }
 
 /* --- worker callbacks ---------------------------------------------------- */
-
-static void
-w_ready(struct worker *w, void *ctx)
-{
-	struct runner *r = ctx;
-
-	log_debug("%s %ld ready in %llu us (python %s, %s)",
-	    w == r->w ? "worker" : "standby worker", (long)worker_pid(w),
-	    (unsigned long long)worker_spawn_ready_us(w),
-	    worker_python_version(w), worker_sandbox(w));
-	if (w != r->w) {
-		r->standby_failures = 0;
-		/* the worker died while this one started: it takes over */
-		if (worker_state(r->w) == WORKER_DOWN && r->respawn_timer == 0)
-			(void)recovery_take_standby(r);
-		return;
-	}
-	runner_worker_ready(r);
-}
-
-void
-runner_worker_ready(struct runner *r)
-{
-	struct worker *w = r->w;
-
-	r->start_failures = 0;
-	procstat_close(&r->ps);
-	if (procstat_open(&r->ps, worker_pid(w)) == 0) {
-		long kb;
-
-		if (procstat_sample(&r->ps, &kb, &r->cpu0_us) < 0)
-			r->cpu0_us = 0;
-	}
-	recovery_finish_dead(r);
-	dispatch_pending(r);
-}
 
 /* Clean bytes: into the running cell's record and to the front end. */
 static int
@@ -562,13 +352,26 @@ w_output(struct worker *w, int stream, const char *p, size_t n, void *ctx)
 		runner_feed_output(r, stream, p, n);
 }
 
+/* One text of the record, redacted in place. */
+static void
+redact_field(struct runner *r, char **field)
+{
+	size_t len;
+	char *clean;
+
+	if (*field == NULL)
+		return;
+	clean = redact_string(r->cfg.red, *field, strlen(*field), &len);
+	if (clean != NULL) {
+		free(*field);
+		*field = clean;
+	}
+}
+
 /* The held-back ends of both streams, then the texts of the record. */
 void
 runner_flush_output(struct runner *r, struct cell *c)
 {
-	char **field[3];
-	size_t i, len;
-	char *clean;
 	int s;
 
 	if (r->cfg.red == NULL || redact_count(r->cfg.red) == 0)
@@ -577,19 +380,29 @@ runner_flush_output(struct runner *r, struct cell *c)
 		r->rs_stream = s;
 		(void)redact_stream_flush(&r->rs[s - 1], emit_output, r);
 	}
-	field[0] = &c->traceback, field[1] = &c->detail, field[2] = &c->stack;
-	for (i = 0; i < 3; i++) {
-		if (*field[i] == NULL)
-			continue;
-		clean = redact_string(r->cfg.red, *field[i], strlen(*field[i]),
-		    &len);
-		if (clean != NULL) {
-			char *old = *field[i];
+	redact_field(r, &c->traceback);
+	redact_field(r, &c->detail);
+	redact_field(r, &c->stack);
+}
 
-			*field[i] = clean;
-			free(old);
-		}
-	}
+void
+runner_redact_detail(struct runner *r, struct cell *c)
+{
+	if (r->cfg.red != NULL && redact_count(r->cfg.red) > 0)
+		redact_field(r, &c->detail);
+}
+
+/* A timed-out cell that ended itself: its detail, its kind. */
+static void
+timeout_detail(struct runner *r, struct cell *c)
+{
+	char d[256], why[96];
+
+	ladder_why(r, why, sizeof why);
+	ladder_text(c, why, d, sizeof d);
+	cells_set_detail(c, d);
+	c->status = CELL_ERROR;
+	c->kind = KIND_TIMEOUT;
 }
 
 static void
@@ -601,7 +414,7 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 	uint64_t cpu;
 
 	hostserve_input_stop(r);
-	runner_cancel_deadline(r);
+	ladder_cancel(r);
 	cells_finish_done(c, d);
 	runner_flush_output(r, c);
 	r->current = NULL;
@@ -612,16 +425,16 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 		r->last_rss_kb = kb;
 	}
 	r->last_cell_us = c->duration_us;
-	runner_snapshot_note(r, c);
+	snapshot_note(r, c);
 	nscells_add(r, c->n);
 	nscells_record(r, c);
-	if (c->timeout_stage != NULL) {
+	if (c->timeout_stage != TIMEOUT_NONE) {
 		/* a timed-out cell leaves nothing running, even when the
 		 * interrupt was enough to stop the worker itself */
 		(void)worker_sweep(w);
 		c->deadline_to_ready_ms = (double)(loop_now_us() -
-		    r->deadline_us) / 1000.0;
-		runner_timeout_detail(r, c);
+		    r->ladder.deadline_us) / 1000.0;
+		timeout_detail(r, c);
 	}
 	r->ops.finished(r->ctx, c);
 }

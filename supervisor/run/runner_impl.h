@@ -1,10 +1,16 @@
 /*
- * runner_impl.h - the inside of struct runner, shared by the three files
- * that implement runner.h and by nothing else:
+ * runner_impl.h - the inside of struct runner, shared by the files that
+ * implement runner.h and by nothing else:
  *
- *   runner.c     life, cells to the worker, deadline ladder, redaction
+ *   runner.c     life, cells to the worker, redaction, DONE
+ *   ladder.c     the running cell's deadline ladder
+ *   pool.c       the pool: the cells' worker, the standby, respawn (a
+ *                state machine)
+ *   recovery.c   a death in the record: classification, detail
+ *   snapshot.c   snapshot policy, the record's note, the rollback (the
+ *                mechanism is the worker's: wsnap.c)
  *   hostserve.c  input(), cells and runtime_info requests
- *   recovery.c   death classification, respawn
+ *   nscells.c    which cells' effects are in the namespace
  *
  * May include: runner.h and what it includes, procstat.h, sandbox/.
  */
@@ -24,12 +30,57 @@
 #include "supervisor/run/runner.h"
 #include "supervisor/run/workers.h"
 
+/*
+ * The running cell's deadline ladder: at the deadline SIGINT (the cell
+ * sees KeyboardInterrupt), after the grace period a faulthandler dump
+ * of every thread's stack, then (dump arrived or not) SIGKILL of the
+ * worker's tree. The record's timeout_stage says how far it went.
+ */
+enum ladder_step {
+	LADDER_OFF,		/* no deadline timer (no cell, or none) */
+	LADDER_ARMED,		/* the deadline timer runs */
+	LADDER_INTERRUPTED,	/* SIGINT sent; the grace timer runs */
+	LADDER_DUMPING,		/* stack dump asked; the kill timer runs */
+	LADDER_KILLED		/* SIGKILL sent: the death follows */
+};
+
+struct ladder {
+	enum ladder_step step;
+	uint64_t timer;		/* the step's timer, 0: none */
+	uint64_t deadline_us;	/* when the deadline came */
+	uint64_t kill_us;	/* when SIGKILL was sent */
+	char expired_by[64];	/* who ended it early (runner_expire), or "" */
+	int expire_pending;	/* the pending cell is ended as it starts */
+};
+
+/*
+ * The pool: the worker that runs the cells (w), a warm standby, and the
+ * respawn of a fresh worker, as one state machine (pool.c). The state is
+ * the cells' worker's; the standby's is its worker_state and timer.
+ */
+enum pool_state {
+	POOL_STARTING,		/* w spawned (the first or a fresh one):
+				 * its READY makes it the cells' worker */
+	POOL_READY,		/* w is ready or runs a cell */
+	POOL_PROMOTING,		/* w is the dead cell's promoted snapshot:
+				 * its READY completes the rollback, its
+				 * death loses the namespace after all */
+	POOL_WAIT_STANDBY,	/* w is dead; the starting standby takes its
+				 * place at its READY (or a respawn at its
+				 * death) */
+	POOL_RESPAWN,		/* w is dead; a fresh one is spawned when
+				 * the respawn timer fires (backoff) */
+	POOL_OVER		/* no worker could start: the run is ending
+				 * (ops.fatal was told) */
+};
+
 struct runner {
 	struct loop *loop;
 	struct runner_config cfg;
 	struct runner_ops ops;
 	void *ctx;
-	struct worker *w;
+	enum pool_state pool;
+	struct worker *w;	/* runs the cells */
 	/* a warm worker, ready for when w dies without a snapshot (not
 	 * with --snapshot never); its generation comes from the same count */
 	struct worker *standby;
@@ -43,15 +94,17 @@ struct runner {
 	struct cell *pending;	/* recorded, waiting for a ready worker */
 	unsigned start_failures;
 	uint64_t respawn_timer;
-	/* the running cell's deadline */
-	uint64_t deadline_timer, stage_timer;
-	uint64_t deadline_us, kill_us;
-	char expired_by[64];	/* who ended it early (runner_expire), or "" */
-	int expire_pending;	/* the pending cell is ended as it starts */
+	struct ladder ladder;	/* the running cell's deadline */
 	uint64_t cpu0_us;	/* the worker's CPU at the last sample */
 	struct procstat ps;	/* the live worker's /proc files */
-	/* a cell whose worker died, finished once a fresh one is ready */
+	/* a cell whose worker died, finished once a fresh one is ready;
+	 * its detail is written then, from its death (dead_why, or the
+	 * ladder's text) and the world's loss (dead_world: 1 said before
+	 * what others added to the detail since, 2 after) */
 	struct cell *dead;
+	char dead_why[512];	/* its death, or (dead_ladder) ladder_why */
+	int dead_ladder;	/* the ladder's kill: ladder_text writes it */
+	int dead_world;
 	/* output redaction, per stream, so a secret split across chunks is
 	 * caught; flushed before a record is finished */
 	struct redact_stream rs[2];
@@ -65,40 +118,71 @@ struct runner {
 	size_t ns_n, ns_cap;
 	uint64_t last_cell_us;	/* the previous cell's duration */
 	long last_rss_kb;	/* the worker's memory after it */
-	const char *snap_refused;	/* the running cell's: why none */
+	/* why the running cell has no snapshot by policy, or NULL: the
+	 * worker was asked (its answer says) */
+	const char *snap_refused;
 	/* told of a worker's death at once (runner_on_death) */
 	void (*death_fn)(void *ctx, struct cell *c);
 	void *death_ctx;
 };
 
-/* runner.c: stops the running cell's deadline timers; the timeout detail
- * of a cell; the held-back output and the record's texts, redacted; live
- * output of a stream (1 or 2) into the record and to the front end. */
-void runner_cancel_deadline(struct runner *r);
-void runner_timeout_detail(struct runner *r, struct cell *c);
-/* The record's "snapshot": taken, or why none. */
-void runner_snapshot_note(struct runner *r, struct cell *c);
+/* runner.c: held-back output and the record's texts, redacted; live
+ * output of a stream (1 or 2) into the record and to the front end; the
+ * cell waiting for a worker goes to it (the worker is ready). */
 void runner_flush_output(struct runner *r, struct cell *c);
+void runner_redact_detail(struct runner *r, struct cell *c);
 void runner_feed_output(struct runner *r, int stream, const char *p,
     size_t n);
+void runner_dispatch(struct runner *r);
+
+/* ladder.c: the running cell's deadline from now (0 ms: at once, for a
+ * cell ended early while it waited); cancelled; worker_ops.stack. */
+void ladder_arm(struct runner *r, uint64_t ms);
+void ladder_cancel(struct runner *r);
+void ladder_stack(struct worker *w, void *ctx);
+/* ladder.c: why the ladder ran ("exceeded its 2 s timeout", "was ended
+ * early by the operator"), and a timed-out cell's detail from it and
+ * the record's stage and namespace (written when the record is done). */
+void ladder_why(const struct runner *r, char *buf, size_t len);
+void ladder_text(const struct cell *c, const char *why, char *buf,
+    size_t len);
+
+/* pool.c: worker_ops.ready and .death of both workers; the first start;
+ * the standby is worth its start now (a cell runs). */
+void pool_ready(struct worker *w, void *ctx);
+void pool_death(struct worker *w, const struct worker_death *d,
+    void *ctx);
+int pool_start(struct runner *r);
+void pool_standby_soon(struct runner *r);
+
+/* recovery.c: the record of the cell the worker died under (c; NULL:
+ * between cells), or of the dead cell when the world died since; the
+ * dead cell taken with its detail written (recovered_by still to be
+ * said), or NULL; its record completed and finished (a fresh worker is
+ * ready, or the run is ending). */
+void recovery_record_death(struct runner *r, struct cell *c,
+    const struct worker_death *d, int world_lost);
+struct cell *recovery_take_dead(struct runner *r);
+void recovery_finish_dead(struct runner *r);
+/* recovery.c: a death said in one line (worker_death). */
+void recovery_describe(const struct worker_death *d, char *buf,
+    size_t len);
+
+/* snapshot.c: whether the cell about to run gets one (asks the worker;
+ * 1: wait for its answer, ops.snapped, before EXEC); the record's note
+ * on it; the rollback at a death (0: the snapshot takes over; -1: it
+ * cannot, the record says the namespace is lost); the namespace lost
+ * after all (the promoted snapshot died before its READY). */
+int snapshot_before(struct runner *r, struct cell *c);
+void snapshot_note(struct runner *r, struct cell *c);
+int snapshot_roll_back(struct runner *r, struct cell *c,
+    const struct worker_death *d);
+void snapshot_lost(struct runner *r, struct cell *c);
 
 /* hostserve.c: worker_ops.request; ends a waiting input() (the UI goes on). */
 void hostserve_request(struct worker *w, const struct msg_request *q,
     void *ctx);
 void hostserve_input_stop(struct runner *r);
-
-/* recovery.c: worker_ops.death; completes the record of a cell whose
- * worker died (called once a fresh worker is ready, or at a fatal end). */
-void recovery_death(struct worker *w, const struct worker_death *d,
-    void *ctx);
-void recovery_finish_dead(struct runner *r);
-/* recovery.c: starts the standby soon (its first, or after a death). */
-void recovery_standby_soon(struct runner *r);
-/* recovery.c: the ready standby takes the dead worker's place (0), or
- * -1 when it is not ready. */
-int recovery_take_standby(struct runner *r);
-/* runner.c: worker_ops.ready of the worker that runs the cells. */
-void runner_worker_ready(struct runner *r);
 
 /* nscells.c: the cells in the namespace: a new worker has none; a cell
  * that ran is added; the record gets the set as text ("1-3,5"). */

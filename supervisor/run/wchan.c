@@ -39,7 +39,9 @@ protocol_error(struct worker *w, const char *what, unsigned type)
 
 	(void)snprintf(why, sizeof why, "protocol error: %s (frame %s, "
 	    "type %u)", what, msg_name(type), type);
-	log_warnx("worker %ld: %s", (long)w->pid, why);
+	log_warnx("worker %ld: %s", (long)w->spawner_pid, why);
+	if (w->kill_reason == NULL)
+		w->kill_cause = DEATH_PROTOCOL;
 	worker_kill(w, why);
 }
 
@@ -65,8 +67,8 @@ on_ready(struct worker *w, struct msg *m)
 	w->ready_timer = 0;
 	w->ready_us = loop_now_us();
 	if (w->pidns_state > 0)
-		w->wpid = ns_child(w->pid);
-	w->ns_pid = (pid_t)r->pid;
+		w->python_pid = ns_child(w->spawner_pid);
+	w->python_ns_pid = (pid_t)r->pid;
 	(void)snprintf(w->python_version, sizeof w->python_version, "%s",
 	    r->python_version.ptr);
 	(void)snprintf(w->sandbox, sizeof w->sandbox, "%s", r->sandbox.ptr);

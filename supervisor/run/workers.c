@@ -31,8 +31,13 @@
 static void pidfd_event(struct loop *l, int fd, short revents, void *ctx);
 static void killed_event(struct loop *l, void *ctx);
 
-/* reap(): no wait for the exit, the jail's init confirmed the kill */
-#define REAP_KILLED (-1)
+/* How reap() learns of the death. */
+enum reap_how {
+	REAP_WAIT,		/* wait4 until it exits (no pidfd to watch) */
+	REAP_PIDFD,		/* the pidfd is readable: wait4, WNOHANG */
+	REAP_CONFIRMED		/* the jail's init confirmed our SIGKILL: no
+				 * wait for the exit itself */
+};
 static void ready_timeout(struct loop *l, void *ctx);
 
 struct worker *
@@ -66,15 +71,15 @@ worker_state(const struct worker *w)
 }
 
 pid_t
-worker_pid(const struct worker *w)
+worker_python_pid(const struct worker *w)
 {
-	return w->wpid;
+	return w->python_pid;
 }
 
 pid_t
-worker_child_pid(const struct worker *w)
+worker_spawner_pid(const struct worker *w)
 {
-	return w->pid;
+	return w->spawner_pid;
 }
 
 unsigned
@@ -127,9 +132,10 @@ release_child(struct worker *w, int sync)
 {
 	int rc = 0;
 
-	if (w->cg != NULL && contain_group_attach(w->cg, w->pid) < 0) {
+	if (w->cg != NULL &&
+	    contain_group_attach(w->cg, w->spawner_pid) < 0) {
 		log_warn("cannot move worker %ld into its cgroup",
-		    (long)w->pid);
+		    (long)w->spawner_pid);
 		rc = -1;
 	} else if (write(sync, "g", 1) != 1) {
 		rc = -1;
@@ -147,12 +153,13 @@ reset_state(struct worker *w, const int *ours)
 	if (w->spare >= 0)
 		(void)close(w->spare);
 	w->spare = ours[6];
-	w->wpid = w->pid;	/* until READY tells us better */
-	w->ns_pid = 0;
+	w->python_pid = w->spawner_pid;	/* until READY tells us better */
+	w->python_ns_pid = 0;
 	w->generation = wworker_next_gen(w);
 	if (w->cfg.generations != NULL)
 		*w->cfg.generations = w->generation;
 	w->ready_us = 0;
+	w->kill_cause = DEATH_UNSAID;
 	w->state = WORKER_STARTING;
 	frame_rx_clear(&w->rx);
 	frame_rx_init(&w->rx, w->cfg.max_frame);
@@ -188,7 +195,7 @@ worker_spawn(struct worker *w)
 	wspawn_close_fds(theirs, WSPAWN_NFDS);
 	w->adopted = 0;
 	reset_state(w, ours);
-	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+	w->pidfd = (int)syscall(SYS_pidfd_open, w->spawner_pid, 0);
 	if (release_child(w, ours[4]) < 0 || w->pidfd < 0 || watch_all(w) < 0)
 		worker_kill(w, "cannot set up the new worker");
 	return 0;
@@ -202,8 +209,8 @@ wworker_adopt(struct worker *w, const int *ours, pid_t pid, pid_t ns_pid,
 
 	w->spawned_us = loop_now_us();
 	reset_state(w, ours);
-	w->pid = w->wpid = pid;
-	w->ns_pid = ns_pid;
+	w->spawner_pid = w->python_pid = pid;
+	w->python_ns_pid = ns_pid;
 	w->pidfd = pidfd;
 	w->adopted = 1;
 	w->oom_base = 0;
@@ -232,8 +239,8 @@ static int
 jail_kill_logged(struct worker *w, const char *where, pid_t *sp, size_t n)
 {
 	log_debug("%s: worker %ld (state %d) spares %zu: %ld %ld %ld", where,
-	    (long)w->pid, (int)w->state, n, n > 0 ? (long)sp[0] : 0L,
-	    n > 1 ? (long)sp[1] : 0L, n > 2 ? (long)sp[2] : 0L);
+	    (long)w->spawner_pid, (int)w->state, n, n > 0 ? (long)sp[0] :
+	    0L, n > 1 ? (long)sp[1] : 0L, n > 2 ? (long)sp[2] : 0L);
 	return jail_kill_spare(w->cfg.jail, sp, n);
 }
 
@@ -253,9 +260,10 @@ sibling_ns_pid(const struct worker *s)
 
 	if (s == NULL || s->state == WORKER_DOWN)
 		return 0;
-	if (s->ns_pid > 0)
-		return s->ns_pid;
-	if (s->pid > 0 && contain_children(s->pid, &kid, 1) == 1)
+	if (s->python_ns_pid > 0)
+		return s->python_ns_pid;
+	if (s->spawner_pid > 0 &&
+	    contain_children(s->spawner_pid, &kid, 1) == 1)
 		return wsnap_ns_pid_of(kid);
 	return 0;
 }
@@ -294,7 +302,7 @@ kill_rest(struct worker *w, int with_snapshot)
 		    spare_list(w, with_snapshot, spared));
 	keep[0] = jail_init_pid(w->cfg.jail);
 	keep[1] = w->sib != NULL && w->sib->state != WORKER_DOWN ?
-	    w->sib->pid : 0;
+	    w->sib->spawner_pid : 0;
 	(void)contain_sweep_except(keep, 2);
 }
 
@@ -351,20 +359,21 @@ spawner_died(struct worker *w, int status)
 	    !WIFSIGNALED(status))
 		return;
 	(void)snprintf(why, sizeof why, "its spawner (pid %ld) died by "
-	    "signal %d (%s), and the worker with it", (long)w->pid,
+	    "signal %d (%s), and the worker with it", (long)w->spawner_pid,
 	    WTERMSIG(status), strsignal(WTERMSIG(status)));
 	w->kill_reason = strdup(why);
+	w->kill_cause = DEATH_KILLED;
 }
 
 static void
-reap(struct worker *w, int options)
+reap(struct worker *w, enum reap_how how)
 {
 	struct worker_death d;
 	int status = 0, ws;
 	pid_t r;
 
 	memset(&d, 0, sizeof d);
-	if (options == REAP_KILLED) {
+	if (how == REAP_CONFIRMED) {
 		/* SIGKILLed by the jail's init, which said it is done; the
 		 * exit itself (a big worker's memory takes tens of ms to go)
 		 * completes without us, and its spawner is swept below */
@@ -375,18 +384,19 @@ reap(struct worker *w, int options)
 		wsnap_adopted_status(w, &status, &d.ru);
 	} else {
 		do
-			r = wait4(w->pid, &status, options, &d.ru);
+			r = wait4(w->spawner_pid, &status,
+			    how == REAP_PIDFD ? WNOHANG : 0, &d.ru);
 		while (r < 0 && errno == EINTR);
 		if (r == 0)
 			return;	/* pidfd readable but not yet waitable */
 		if (r < 0)
-			log_warn("reaping worker %ld", (long)w->pid);
+			log_warn("reaping worker %ld", (long)w->spawner_pid);
 	}
 	/* With a namespace init, the worker's own status came by pipe. */
-	if (options != REAP_KILLED && w->status >= 0 &&
+	if (how != REAP_CONFIRMED && w->status >= 0 &&
 	    read(w->status, &ws, sizeof ws) == sizeof ws)
 		status = ws;
-	else if (options != REAP_KILLED && w->status >= 0 && !w->adopted)
+	else if (how != REAP_CONFIRMED && w->status >= 0 && !w->adopted)
 		spawner_died(w, status);
 	/* frames it sent before dying still count (its DONE): the slices
 	 * left for later turns are handled now */
@@ -402,7 +412,7 @@ reap(struct worker *w, int options)
 		if (!d.snapshot) {
 			/* (after a confirmed kill only exiting tasks are
 			 * left: freezing them would wait for their exit) */
-			if (options != REAP_KILLED)
+			if (how != REAP_CONFIRMED)
 				(void)contain_group_kill(w->cg);
 			contain_group_free(w->cg);
 			w->cg = NULL;
@@ -427,13 +437,15 @@ reap(struct worker *w, int options)
 	d.cell = w->cell;
 	d.before_ready = w->ready_us == 0;
 	d.reason = w->kill_reason;
+	d.cause = w->kill_reason != NULL ? w->kill_cause : DEATH_UNSAID;
 	usage_at_death(w, &d);
 	w->state = WORKER_DOWN;
-	w->pid = w->wpid = w->ns_pid = 0;
+	w->spawner_pid = w->python_pid = w->python_ns_pid = 0;
 	w->adopted = 0;
 	w->ops.death(w, &d, w->ctx);
 	free(w->kill_reason);
 	w->kill_reason = NULL;
+	w->kill_cause = DEATH_UNSAID;
 	w->sampled = 0;
 }
 
@@ -443,7 +455,7 @@ pidfd_event(struct loop *l, int fd, short revents, void *ctx)
 	(void)l;
 	(void)fd;
 	(void)revents;
-	reap(ctx, WNOHANG);
+	reap(ctx, REAP_PIDFD);
 }
 
 void
@@ -453,10 +465,14 @@ worker_kill(struct worker *w, const char *reason)
 
 	if (w->state == WORKER_DOWN)
 		return;
-	if (reason != NULL && w->kill_reason == NULL)
+	if (reason != NULL && w->kill_reason == NULL) {
 		w->kill_reason = strdup(reason);
-	if (!w->sampled && w->wpid > 0 && procstat_sample_pid(w->wpid,
-	    &w->kill_peak_kb, &w->kill_cpu_us) == 0)
+		if (w->kill_cause == DEATH_UNSAID)
+			w->kill_cause = DEATH_KILLED;
+	}
+	if (!w->sampled && w->python_pid > 0 &&
+	    procstat_sample_pid(w->python_pid, &w->kill_peak_kb,
+	    &w->kill_cpu_us) == 0)
 		w->sampled = 1;
 	if (w->state != WORKER_BUSY && w->state != WORKER_DYING)
 		w->cell = UINT32_MAX;
@@ -479,15 +495,15 @@ worker_kill(struct worker *w, const char *reason)
 	/* the group, unless the snapshot may still be in it (it leaves the
 	 * group as it starts; the jail's kill has reached everything) */
 	if (spare == 0)
-		(void)kill(-w->pid, SIGKILL);
-	(void)kill(w->pid, SIGKILL);
+		(void)kill(-w->spawner_pid, SIGKILL);
+	(void)kill(w->spawner_pid, SIGKILL);
 	if (w->chan >= 0) {
 		loop_unwatch(w->loop, w->chan);
 		(void)close(w->chan);
 		w->chan = -1;
 	}
 	if (w->pidfd < 0)
-		reap(w, 0);
+		reap(w, REAP_WAIT);
 }
 
 /* A kill the jail's init confirmed: the death is handled now, not when
@@ -500,7 +516,7 @@ killed_event(struct loop *l, void *ctx)
 	(void)l;
 	w->killed_timer = 0;
 	if (w->state == WORKER_DYING)
-		reap(w, REAP_KILLED);
+		reap(w, REAP_CONFIRMED);
 }
 
 static void
@@ -523,9 +539,9 @@ worker_free(struct worker *w)
 		return;
 	if (w->state != WORKER_DOWN) {
 		w->ops.death = NULL;
-		(void)kill(-w->pid, SIGKILL);
-		(void)kill(w->pid, SIGKILL);
-		while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+		(void)kill(-w->spawner_pid, SIGKILL);
+		(void)kill(w->spawner_pid, SIGKILL);
+		while (waitpid(w->spawner_pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		close_all(w);
 	}
@@ -551,12 +567,12 @@ worker_sweep(struct worker *w)
 	pid_t spared[JAIL_MAX_SPARE];
 	size_t n;
 
-	if (!in_jail(w) || w->ns_pid <= 0) {
+	if (!in_jail(w) || w->python_ns_pid <= 0) {
 		errno = ENOTSUP;
 		return -1;
 	}
 	n = spare_list(w, 0, spared);
-	spared[n++] = w->ns_pid;
+	spared[n++] = w->python_ns_pid;
 	return jail_kill_logged(w, "sweep", spared, n);
 }
 
@@ -573,5 +589,5 @@ worker_interrupt(struct worker *w)
 		errno = ESRCH;
 		return -1;
 	}
-	return kill(w->wpid, SIGINT);
+	return kill(w->python_pid, SIGINT);
 }

@@ -30,6 +30,21 @@ enum worker_state {
 
 struct worker;
 
+/* Why a worker died, as far as we know (worker_death.reason says more). */
+enum worker_death_cause {
+	DEATH_UNSAID,		/* exited or signalled, not by a kill of ours
+				 * with a reason (the deadline's SIGKILL too) */
+	DEATH_KILLED,		/* our kill, for `reason` */
+	DEATH_PROTOCOL		/* our kill for a protocol error */
+};
+
+/* What became of the snapshot asked for before the last cell. */
+enum worker_snap {
+	WSNAP_TAKEN,		/* it is there, to be spared at a kill */
+	WSNAP_NONE,		/* none: worker_snapshot_why says why */
+	WSNAP_KILLED		/* it was, but died before it was needed */
+};
+
 struct worker_death {
 	int exited;		/* 1: exit code valid, 0: signal valid */
 	int code;
@@ -37,6 +52,7 @@ struct worker_death {
 	int during_cell;	/* the worker died while running `cell` */
 	uint32_t cell;
 	int before_ready;	/* died before READY */
+	enum worker_death_cause cause;
 	const char *reason;	/* our reason for killing it, or NULL */
 	struct rusage ru;
 	struct contain_stats cg;	/* the worker's cgroup at its death */
@@ -118,7 +134,8 @@ int worker_snapshot(struct worker *w, uint32_t cell);
 /* Forgets the snapshot a death spared (its world is gone: it cannot
  * take over). */
 void worker_drop_snapshot(struct worker *w);
-/* Why the last cell has no snapshot ("" when it has one). */
+/* The last cell's snapshot, and why none (WSNAP_NONE; else ""). */
+enum worker_snap worker_snapshot_state(const struct worker *w);
 const char *worker_snapshot_why(const struct worker *w);
 /* The names of the threads the snapshot lacks (comma-separated), NULL. */
 const char *worker_snapshot_threads(const struct worker *w);
@@ -135,7 +152,8 @@ int worker_promote(struct worker *w);
 void worker_set_sibling(struct worker *w, const struct worker *sib);
 /* SIGINT to the worker (the running cell sees KeyboardInterrupt). */
 int worker_interrupt(struct worker *w);
-/* SIGKILL to the worker's whole process tree; death is reported later. */
+/* SIGKILL to the worker's whole process tree; death is reported later
+ * (cause DEATH_KILLED with reason, DEATH_UNSAID without). */
 void worker_kill(struct worker *w, const char *reason);
 /*
  * Kills every process the worker's cells started, sparing the worker (in
@@ -151,9 +169,9 @@ int worker_dump_stacks(struct worker *w);
 char *worker_take_stack(struct worker *w);
 
 enum worker_state worker_state(const struct worker *w);
-pid_t worker_pid(const struct worker *w);
+pid_t worker_python_pid(const struct worker *w);
 /* The process we forked: the worker, or the init of its PID namespace. */
-pid_t worker_child_pid(const struct worker *w);
+pid_t worker_spawner_pid(const struct worker *w);
 unsigned worker_generation(const struct worker *w);
 uint64_t worker_spawn_ready_us(const struct worker *w);
 const char *worker_python_version(const struct worker *w);

@@ -1,5 +1,5 @@
 /*
- * workers_impl.h - the inside of struct worker, shared by the four files
+ * workers_impl.h - the inside of struct worker, shared by the five files
  * that implement workers.h and by nothing else:
  *
  *   workers.c  lifecycle: new/free, spawn set-up, death (reap, kill)
@@ -9,7 +9,7 @@
  *   wsnap.c    snapshots: SNAP/SNAPPED, sparing one at a kill, promotion
  *
  * May include: workers.h and what it includes, proto/. No one outside
- * those four files includes this header.
+ * those five files includes this header.
  */
 #ifndef AGENTZ_WORKERS_IMPL_H
 #define AGENTZ_WORKERS_IMPL_H
@@ -29,9 +29,22 @@ struct worker {
 	struct worker_ops ops;
 	void *ctx;
 	enum worker_state state;
-	pid_t pid;
-	pid_t wpid;		/* the worker itself (pid is its ns init) */
-	pid_t ns_pid;		/* the worker as its namespace sees it */
+	/* A worker's processes, by host pid unless named _ns_ (0: none):
+	 * spawner_pid: the process we forked: the spawner that waits for
+	 *   the worker and passes its status on (init of the worker's PID
+	 *   namespace, or in the jail a process under the jail's init), or
+	 *   the worker itself without a PID namespace and once adopted;
+	 *   what we wait4, kill as a group and watch by pidfd.
+	 * python_pid: the worker itself, the process running Python
+	 *   (spawner_pid until READY says better); what SIGINT, the stack
+	 *   dump signal and /proc sampling go to.
+	 * python_ns_pid: the same process as its PID namespace sees it
+	 *   (READY's pid); what a jail kill spares or sweeps by.
+	 * snap.host_pid / snap.ns_pid: the snapshot, a frozen fork of the
+	 *   worker, as the host and as the jail see it. */
+	pid_t spawner_pid;
+	pid_t python_pid;
+	pid_t python_ns_pid;
 	int exe;		/* agentz-worker, opened at start-up */
 	int pidfd, chan, out, err, dump, status;
 	int pidns_state;	/* 0 untried, 1 works, -1 refused */
@@ -46,6 +59,7 @@ struct worker {
 	uint64_t killed_timer;	/* a confirmed kill's death, next turn */
 	uint32_t cell;
 	char *kill_reason;
+	enum worker_death_cause kill_cause;
 	int sampled;		/* kill_cpu_us/kill_peak_kb are set */
 	uint64_t kill_cpu_us;
 	long kill_peak_kb;
@@ -60,19 +74,21 @@ struct worker {
 				 * the new one */
 	uint64_t oom_base;	/* the group's OOM kills when adopted */
 	struct wsnap {
-		pid_t pid, ns_pid;	/* 0: none */
+		pid_t host_pid, ns_pid;	/* see above; 0: none */
 		int pidfd;
 		uint32_t cell;
 		char *threads;		/* names of the threads it lacks */
 		char oom[16];		/* its oom_score_adj as forked (the
 					 * worker's), restored at promotion */
+		enum worker_snap state;
 		char why[192];		/* why there is none, or "" */
 	} snap;
 };
 
 /* wspawn.c: descriptors for a new worker (ours[7]/theirs[7]: chan, out,
  * err, dump, sync, status, spare), closing them, and the fork (0 in the
- * parent with w->pid set, -1 with errno; the child never returns). */
+ * parent with w->spawner_pid set, -1 with errno; the child never
+ * returns). */
 #define WSPAWN_NFDS 7
 int wspawn_make_fds(int *ours, int *theirs);
 void wspawn_close_fds(int *fds, size_t n);

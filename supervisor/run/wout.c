@@ -117,11 +117,11 @@ wout_dump_event(struct loop *l, int fd, short revents, void *ctx)
 int
 worker_dump_stacks(struct worker *w)
 {
-	if (w->state == WORKER_DOWN || w->pid <= 0) {
+	if (w->state == WORKER_DOWN || w->spawner_pid <= 0) {
 		errno = ESRCH;
 		return -1;
 	}
-	return kill(w->wpid, SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET);
+	return kill(w->python_pid, SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET);
 }
 
 char *

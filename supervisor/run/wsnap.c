@@ -96,7 +96,7 @@ host_pid_of(const struct worker *w, pid_t ns)
 	int round;
 
 	for (round = 0; round < 2 && p == 0; round++)
-		if ((p = process_child(w->wpid, ns)) == 0)
+		if ((p = process_child(w->python_pid, ns)) == 0)
 			p = process_child(jail_init_pid(w->cfg.jail), ns);
 	return p;
 }
@@ -135,7 +135,7 @@ wsnap_forget(struct worker *w)
 	if (w->snap.pidfd >= 0)
 		(void)close(w->snap.pidfd);
 	w->snap.pidfd = -1;
-	w->snap.pid = w->snap.ns_pid = 0;
+	w->snap.host_pid = w->snap.ns_pid = 0;
 	free(w->snap.threads);
 	w->snap.threads = NULL;
 }
@@ -145,7 +145,7 @@ static void no_snapshot(struct worker *w, const char *why);
 void
 worker_drop_snapshot(struct worker *w)
 {
-	if (w->snap.pid > 0)
+	if (w->snap.host_pid > 0)
 		no_snapshot(w, "the run's namespace init died, and the "
 		    "snapshot with it");
 	/* the cgroup a death kept for it goes (removed once empty): the
@@ -160,6 +160,7 @@ static void
 no_snapshot(struct worker *w, const char *why)
 {
 	wsnap_forget(w);
+	w->snap.state = WSNAP_NONE;
 	(void)snprintf(w->snap.why, sizeof w->snap.why, "%s", why);
 }
 
@@ -180,7 +181,7 @@ take_snapshot(struct worker *w, const struct msg_snapped *s)
 	host = host_pid_of(w, (pid_t)s->pid);
 	if (host <= 0) {
 		(void)snprintf(why, sizeof why, "snapshot %u is not a child "
-		    "of worker %ld", s->pid, (long)w->wpid);
+		    "of worker %ld", s->pid, (long)w->python_pid);
 		no_snapshot(w, why);
 		return;
 	}
@@ -191,10 +192,11 @@ take_snapshot(struct worker *w, const struct msg_snapped *s)
 		no_snapshot(w, why);
 		return;
 	}
-	w->snap.pid = host;
+	w->snap.host_pid = host;
 	w->snap.ns_pid = (pid_t)s->pid;
 	w->snap.cell = s->cell;
 	w->snap.threads = s->threads.len > 0 ? strdup(s->threads.ptr) : NULL;
+	w->snap.state = WSNAP_TAKEN;
 	w->snap.why[0] = '\0';
 	lower_oom_score(w, host);
 	/* a v2 OOM kill of the worker must not take the snapshot along */
@@ -216,7 +218,7 @@ wsnap_alive(struct worker *w)
 {
 	struct pollfd p;
 
-	if (w->snap.pid <= 0 || w->snap.pidfd < 0)
+	if (w->snap.host_pid <= 0 || w->snap.pidfd < 0)
 		return 0;
 	p.fd = w->snap.pidfd;
 	p.events = POLLIN;
@@ -224,6 +226,7 @@ wsnap_alive(struct worker *w)
 	if (poll(&p, 1, 0) != 0) {
 		/* it died: a cell found and killed it */
 		no_snapshot(w, "the snapshot was killed before it was needed");
+		w->snap.state = WSNAP_KILLED;
 		return 0;
 	}
 	return 1;
@@ -232,7 +235,7 @@ wsnap_alive(struct worker *w)
 pid_t
 wsnap_spare(struct worker *w)
 {
-	return w->snap.pid > 0 && w->cell == w->snap.cell &&
+	return w->snap.host_pid > 0 && w->cell == w->snap.cell &&
 	    (w->state == WORKER_BUSY || w->state == WORKER_DYING) ?
 	    w->snap.ns_pid : 0;
 }
@@ -246,9 +249,7 @@ worker_snapshot(struct worker *w, uint32_t cell)
 		errno = EBUSY;
 		return -1;
 	}
-	wsnap_forget(w);
-	(void)snprintf(w->snap.why, sizeof w->snap.why, "no answer from "
-	    "the worker");
+	no_snapshot(w, "no answer from the worker");
 	memset(&m, 0, sizeof m);
 	m.type = MSG_SNAP;
 	m.u.snap.cell = cell;
@@ -259,6 +260,12 @@ const char *
 worker_snapshot_threads(const struct worker *w)
 {
 	return w->snap.threads;
+}
+
+enum worker_snap
+worker_snapshot_state(const struct worker *w)
+{
+	return w->snap.state;
 }
 
 const char *
@@ -307,7 +314,7 @@ int
 worker_promote(struct worker *w)
 {
 	int ours[WSPAWN_NFDS], theirs[WSPAWN_NFDS], give[PROMOTE_NFDS];
-	pid_t pid = w->snap.pid, ns = w->snap.ns_pid;
+	pid_t pid = w->snap.host_pid, ns = w->snap.ns_pid;
 	int pidfd = w->snap.pidfd;
 
 	if (w->state != WORKER_DOWN || !wsnap_alive(w) || w->spare < 0) {
@@ -326,7 +333,7 @@ worker_promote(struct worker *w)
 	(void)close(ours[5]);
 	ours[4] = ours[5] = -1;
 	w->snap.pidfd = -1;
-	w->snap.pid = w->snap.ns_pid = 0;
+	w->snap.host_pid = w->snap.ns_pid = 0;
 	/* the worker again: the OOM killer's first choice, as it was */
 	if (w->snap.oom[0] != '\0')
 		(void)oom_score(pid, NULL, 0, w->snap.oom);
@@ -350,7 +357,7 @@ wsnap_adopted_status(struct worker *w, int *status, struct rusage *ru)
 #ifdef JAIL_MAX_SPARE
 	struct jail_exit e;
 
-	if (jail_exit_status(w->cfg.jail, w->ns_pid, &e) == 0) {
+	if (jail_exit_status(w->cfg.jail, w->python_ns_pid, &e) == 0) {
 		*status = e.status;
 		ru->ru_utime.tv_sec = (time_t)(e.cpu_us / 1000000u);
 		ru->ru_utime.tv_usec = (suseconds_t)(e.cpu_us % 1000000u);

@@ -321,10 +321,10 @@ wspawn_fork(struct worker *w, const int *theirs)
 	a.jail = jail_active(w->cfg.jail) ? w->cfg.jail : NULL;
 	a.cwd = a.jail == NULL ? jail_workspace(w->cfg.jail) : NULL;
 	w->spawned_us = loop_now_us();
-	w->pid = clone_child(w);
-	if (w->pid < 0)
+	w->spawner_pid = clone_child(w);
+	if (w->spawner_pid < 0)
 		return -1;
-	if (w->pid == 0)
+	if (w->spawner_pid == 0)
 		child(&a);
 	return 0;
 }

@@ -3,7 +3,8 @@
  * journal_open refuses before reading or cutting anything (a link, a
  * directory, a FIFO, a second name), and journal_load's consistency
  * checks (cells in order, one input and one output each, sane usage),
- * each naming FILE:LINE and what is wrong.
+ * each naming FILE:LINE and what is wrong; a record's states (enums)
+ * written as the journal's strings and read back.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "supervisor/cells/cells.h"
 #include "supervisor/cells/journal.h"
 #include "supervisor/cells/record_json.h"
 
@@ -155,12 +157,94 @@ test_load_consistency(void **state)
 	    "a model call estimated at -1 tokens");
 }
 
+/* A member of the outputs' JSON as a string (NULL: null or none). */
+static const char *
+out_str(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* The states are enums in struct cell; the JSON says them as it always
+ * did, and the text maps back. */
+static void
+test_record_states(void **state)
+{
+	struct cells h;
+	struct cell *c;
+	json_t *o;
+
+	(void)state;
+	cells_init(&h, 1024);
+	c = cells_begin(&h, "x", 1, NULL, NULL, -1);
+	assert_non_null(c);
+	o = cells_outputs_json(c);
+	assert_true(json_is_null(json_object_get(o, "namespace")));
+	assert_null(out_str(o, "snapshot"));
+	assert_null(out_str(o, "recovered_by"));
+	assert_null(json_object_get(o, "timeout"));
+	json_decref(o);
+
+	cells_finish_dead(c, KIND_TIMEOUT, "d", -1, 9);
+	c->ns = NS_ROLLED_BACK;
+	c->timeout_stage = TIMEOUT_KILLED;
+	c->recovered_by = RECOVERY_SNAPSHOT;
+	cells_set_snapshot(c, CSNAP_TAKEN, "ignored");
+	o = cells_outputs_json(c);
+	assert_string_equal(out_str(o, "namespace"),
+	    "rolled back to before cell 0");
+	assert_string_equal(out_str(o, "snapshot"), "taken");
+	assert_string_equal(out_str(o, "recovered_by"), "snapshot");
+	assert_string_equal(out_str(json_object_get(o, "timeout"), "stage"),
+	    "killed");
+	assert_int_equal(cells_ns_parse(out_str(o, "namespace")),
+	    NS_ROLLED_BACK);
+	json_decref(o);
+
+	c->ns = NS_LOST;
+	c->timeout_stage = TIMEOUT_INTERRUPTED;
+	c->recovered_by = RECOVERY_FRESH;
+	cells_set_snapshot(c, CSNAP_NONE, "--snapshot never");
+	o = cells_outputs_json(c);
+	assert_string_equal(out_str(o, "namespace"), "lost");
+	assert_string_equal(out_str(o, "snapshot"), "none: --snapshot never");
+	assert_string_equal(out_str(o, "recovered_by"), "fresh worker");
+	assert_string_equal(out_str(json_object_get(o, "timeout"), "stage"),
+	    "interrupted");
+	json_decref(o);
+
+	cells_set_snapshot(c, CSNAP_DIED, NULL);
+	o = cells_outputs_json(c);
+	assert_string_equal(out_str(o, "snapshot"), "taken, but it died "
+	    "before it could take over (killed by the cell?)");
+	json_decref(o);
+	cells_set_snapshot(c, CSNAP_WORLD_LOST, NULL);
+	o = cells_outputs_json(c);
+	assert_string_equal(out_str(o, "snapshot"), "taken, but the run's "
+	    "namespace init died, and the snapshot with it");
+	json_decref(o);
+	cells_set_snapshot(c, CSNAP_KILLED, NULL);
+	o = cells_outputs_json(c);
+	assert_string_equal(out_str(o, "snapshot"), "none: the snapshot was "
+	    "killed before it was needed");
+	json_decref(o);
+
+	assert_int_equal(cells_ns_parse("lost"), NS_LOST);
+	assert_int_equal(cells_ns_parse("kept"), NS_KEPT);
+	assert_int_equal(cells_ns_parse(NULL), NS_KEPT);
+	assert_int_equal(cells_timeout_parse("killed"), TIMEOUT_KILLED);
+	assert_int_equal(cells_timeout_parse("interrupted"),
+	    TIMEOUT_INTERRUPTED);
+	assert_int_equal(cells_timeout_parse("other"), TIMEOUT_NONE);
+	cells_clear(&h);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_refuses),
 		cmocka_unit_test(test_load_consistency),
+		cmocka_unit_test(test_record_states),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
