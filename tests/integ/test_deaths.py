@@ -81,14 +81,55 @@ def host_pid(parent, ns_pid):
     return None
 
 
-def kill_and_wait(pid):
+def proc_line(pid):
+    """pid's parent, state, wait channel and name, for a failure's
+    message."""
+    def read(name):
+        try:
+            with open("/proc/%d/%s" % (pid, name)) as f:
+                return f.read()
+        except OSError:
+            return "?"
+    st = dict(ln.split(":", 1) for ln in read("status").splitlines()
+              if ":" in ln)
+    return "%d ppid %s %s wchan %s %s stack %s" % (
+        pid, st.get("PPid", "?").strip(), st.get("State", "?").strip(),
+        read("wchan"), st.get("Name", "?").strip(),
+        " < ".join(x.split()[-1] for x in read("stack").splitlines()))
+
+
+def ns_members(ns):
+    """What is left of a pid namespace (ns: its /proc/PID/ns/pid link)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink("/proc/%s/ns/pid" % d) == ns:
+                    out.append(proc_line(int(d)))
+            except OSError:
+                pass
+    return out
+
+
+def kill_and_wait(pid, sup=None):
     """SIGKILL pid and wait until it has ended (its pidfd polls
-    readable)."""
+    readable); when it does not, say what is left of its namespace and
+    what the supervisor sup is doing."""
     fd = os.pidfd_open(pid)
+    try:
+        ns = os.readlink("/proc/%d/ns/pid" % pid)
+    except OSError:
+        ns = None
     try:
         os.kill(pid, signal.SIGKILL)
         r, _, _ = select.select([fd], [], [], 30)
-        assert r, "pid %d did not end after SIGKILL" % pid
+        if not r:
+            left = ns_members(ns) if ns else []
+            if sup is not None:
+                left += ["supervisor " + proc_line(sup)] + \
+                    ["child " + proc_line(k) for k in children(sup)]
+        assert r, "pid %d did not end after SIGKILL:\n%s" % (
+            pid, "\n".join(left))
     finally:
         os.close(fd)
 
@@ -157,7 +198,7 @@ STATE = ("import os\n"
 def kill_init(p, tag):
     init, _ = infra(p.pid)
     assert init is not None, "no namespace init found (%s)" % tag
-    kill_and_wait(init)
+    kill_and_wait(init, p.pid)
     return init
 
 
