@@ -34,20 +34,16 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 
-# Dependencies come from Debian packages; install them when missing.
+# Dependencies come from Debian packages: the deps target installs the
+# missing ones (scripts/install-deps: one quiet dpkg-query when nothing is
+# missing). Everything that compiles, links or runs a tool waits for it
+# (order-only, so it never forces a rebuild); nothing asks while the
+# Makefile is parsed, so make clean never calls apt-get.
 PKGS_SUP := libcurl jansson msgpack libsystemd
 PKGS_WRK := python3-embed msgpack libseccomp
-# Asked quietly (one dpkg-query); the install shows its progress.
-DEPS_OK  := $(shell scripts/install-deps --check && echo yes)
-ifneq ($(DEPS_OK),yes)
-$(info agentz: installing missing build and test dependencies (apt-get))
-DEPS_RC  := $(shell scripts/install-deps >&2; echo $$?)
-ifneq ($(DEPS_RC),0)
-$(error scripts/install-deps failed (exit $(DEPS_RC)); see above)
-endif
-endif
 
-# Third-party headers as -isystem so their warnings are not ours.
+# Third-party headers as -isystem so their warnings are not ours. Lazy
+# (expanded in recipes, after deps): pkg-config may not be installed yet.
 pc_cflags = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(1)))
 pc_libs   = $(shell pkg-config --libs $(1))
 
@@ -76,8 +72,8 @@ SUP_OBJ    := $(call obj,$(SUP_SRC) $(SBX_S_SRC))
 WRK_OBJ    := $(call obj,$(WRK_SRC) $(SBX_W_SRC)) $(O)/gen/embedded.o
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
 
-SUP_LIBS := $(call pc_libs,$(PKGS_SUP)) -lm
-WRK_LIBS := $(call pc_libs,$(PKGS_WRK)) -lpthread
+SUP_LIBS = $(call pc_libs,$(PKGS_SUP)) -lm
+WRK_LIBS = $(call pc_libs,$(PKGS_WRK)) -lpthread
 
 $(O)/supervisor/%.o $(O)/sandbox/%.o $(O)/tests/unit/%.o: \
 	ALL_CFLAGS += $(call pc_cflags,libcurl jansson libsystemd)
@@ -86,11 +82,15 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all check check-systemd fixtures unit integ demo bench fuzz lint check-headers clean \
-	verify-units install report-demo
+.PHONY: all deps check check-systemd fixtures unit integ demo bench fuzz lint \
+	check-headers clean verify-units install report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
-$(O)/%.o: %.c
+deps:
+	@scripts/install-deps --check || { echo "agentz: installing missing" \
+	    "build and test dependencies (apt-get)" >&2; scripts/install-deps; }
+
+$(O)/%.o: %.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -101,7 +101,7 @@ $(O)/libagentz.a: $(COMMON_OBJ) $(PROTO_OBJ) $(SUP_OBJ)
 $(O)/agentz: $(O)/supervisor/front/main.o $(O)/libagentz.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS)
 
-$(O)/gen/embedded.c: scripts/embed.py $(ENGINE_SRC)
+$(O)/gen/embedded.c: scripts/embed.py $(ENGINE_SRC) | deps
 	@mkdir -p $(@D)
 	$(PY) scripts/embed.py $@ $(WRK_PY) -- $(ENGINE_SRC)
 
@@ -115,7 +115,7 @@ $(O)/tests/%: $(O)/tests/unit/%.o $(O)/libagentz.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
 
 # try_syscall probes the seccomp policy from outside; never sanitized.
-$(O)/tests/try_syscall: tests/sandbox/try_syscall.c $(SBX_W_SRC)
+$(O)/tests/try_syscall: tests/sandbox/try_syscall.c $(SBX_W_SRC) | deps
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_GNU_SOURCE -I. -O1 $(WARN) \
 	    $(call pc_cflags,libseccomp) -o $@ $^ $(call pc_libs,libseccomp)
@@ -191,11 +191,11 @@ FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
 	supervisor/model/response_msg.c supervisor/model/response_share.c \
 	common/buf.c
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
-	common/buf.h
+	common/buf.h common/fdio.c common/fdio.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(call pc_cflags,msgpack) \
 	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c \
-	    $(call pc_libs,msgpack)
+	    common/fdio.c $(call pc_libs,msgpack)
 
 # The one JSON scanner (jspan.c, delta.c) against jansson.
 build-fuzz/fuzz_jspan: tests/fuzz/fuzz_jspan.c $(FUZZ_JSON_SRC) \
@@ -213,6 +213,7 @@ build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/model/sse.c \
 	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_sse.c supervisor/model/sse.c common/buf.c
 
 # Each target for FUZZ_SECONDS, its corpus kept in build-fuzz/corpus-*.
+$(FUZZ_BINS): | deps
 fuzz: $(FUZZ_BINS)
 	@mkdir -p build-fuzz/corpus build-fuzz/corpus-jspan build-fuzz/corpus-sse
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
@@ -225,7 +226,7 @@ fuzz: $(FUZZ_BINS)
 	    tests/fuzz/seeds-sse
 
 HDRS := $(wildcard */*.h supervisor/*/*.h)
-check-headers:
+check-headers: | deps
 	@for h in $(HDRS); do \
 	    $(CC) -std=c11 $(CPPFLAGS) $(WARN) $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK)) \
 		-fsyntax-only -x c $$h || exit 1; done
