@@ -663,12 +663,6 @@ out_cell_end(void)
 	}
 }
 
-int
-out_isatty(int stream)
-{
-	return queue(stream)->tty;
-}
-
 void
 out_term(const char *p, size_t n, int force)
 {

@@ -120,8 +120,6 @@ int worker_snapshot(struct worker *w, uint32_t cell);
 void worker_drop_snapshot(struct worker *w);
 /* Why the last cell has no snapshot ("" when it has one). */
 const char *worker_snapshot_why(const struct worker *w);
-/* The names of the threads the snapshot lacks (comma-separated), NULL. */
-const char *worker_snapshot_threads(const struct worker *w);
 /*
  * After a death whose snapshot survived (state DOWN): the snapshot
  * becomes the worker (state STARTING until its READY). 0, or -1 with
@@ -144,11 +142,9 @@ void worker_kill(struct worker *w, const char *reason);
 int worker_sweep(struct worker *w);
 /*
  * Asks the worker's faulthandler for every thread's stack (read from the
- * dump pipe; reported with the death, or by worker_take_stack).
+ * dump pipe; reported with the death).
  */
 int worker_dump_stacks(struct worker *w);
-/* The stack text dumped so far (malloc'ed, caller frees), or NULL. */
-char *worker_take_stack(struct worker *w);
 
 enum worker_state worker_state(const struct worker *w);
 pid_t worker_pid(const struct worker *w);

@@ -292,12 +292,6 @@ worker_snapshot(struct worker *w, uint32_t cell)
 }
 
 const char *
-worker_snapshot_threads(const struct worker *w)
-{
-	return w->snap.threads;
-}
-
-const char *
 worker_snapshot_why(const struct worker *w)
 {
 	return w->snap.why;
