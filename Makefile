@@ -58,7 +58,7 @@ SBX_W_SRC   := $(wildcard sandbox/seccomp*.c)
 SBX_S_SRC   := $(filter-out $(SBX_W_SRC),$(wildcard sandbox/*.c))
 SUP_SRC     := $(filter-out supervisor/front/main.c,$(wildcard supervisor/*/*.c))
 WRK_SRC     := $(wildcard worker/*.c)
-UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+UNIT_SRC    := $(wildcard tests/unit/test_*.c tests/unit/*/test_*.c)
 # The worker's Python runtime, embedded at build time.
 WRK_PY      := $(sort $(wildcard worker/*.py))
 ENGINE_SRC  := $(sort $(wildcard supervisor/*/*.[ch] worker/*.[ch] worker/*.py \
@@ -70,7 +70,8 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC))
 PROTO_OBJ  := $(call obj,$(PROTO_SRC))
 SUP_OBJ    := $(call obj,$(SUP_SRC) $(SBX_S_SRC))
 WRK_OBJ    := $(call obj,$(WRK_SRC) $(SBX_W_SRC)) $(O)/gen/embedded.o
-UNIT_BIN   := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
+# tests/unit/<folder>/test_x.c -> $(O)/tests/test_x (names are unique).
+UNIT_BIN   := $(addprefix $(O)/tests/,$(basename $(notdir $(UNIT_SRC))))
 
 SUP_LIBS = $(call pc_libs,$(PKGS_SUP)) -lm
 WRK_LIBS = $(call pc_libs,$(PKGS_WRK)) -lpthread
@@ -111,8 +112,11 @@ $(O)/gen/embedded.o: $(O)/gen/embedded.c
 $(O)/agentz-worker: $(WRK_OBJ) $(COMMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(WRK_LIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libagentz.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
+define unit_rule
+$(O)/tests/$(basename $(notdir $(1))): $(call obj,$(1)) $(O)/libagentz.a
+	$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $$(SUP_LIBS) $$(call pc_libs,cmocka)
+endef
+$(foreach s,$(UNIT_SRC),$(eval $(call unit_rule,$(s))))
 
 # try_syscall probes the seccomp policy from outside; never sanitized.
 $(O)/tests/try_syscall: tests/sandbox/try_syscall.c $(SBX_W_SRC) | deps
