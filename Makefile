@@ -249,9 +249,16 @@ install: all
 	install -m 755 $(O)/agentz $(O)/agentz-worker $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 systemd/agentz@.service $(DESTDIR)/etc/systemd/system/
 
-# variableScope: KNF declares at the top of the block, on purpose.
-# Python's thread-state macros are opaque to cppcheck without its headers.
+# clang-tidy: the checks in .clang-tidy, every C file of both binaries,
+# findings as errors. cppcheck: variableScope off, KNF declares at the top
+# of the block on purpose; Python's thread-state macros are opaque to it
+# without its headers. The tools: scripts/install-deps lint.
+LINT_SRC = $(sort $(COMMON_SRC) $(PROTO_SRC) $(wildcard sandbox/*.c) \
+	$(SUP_SRC) supervisor/front/main.c $(WRK_SRC))
 lint: check-headers verify-units
+	scripts/install-deps lint
+	clang-tidy -quiet $(LINT_SRC) -- -std=c11 $(CPPFLAGS) \
+	    $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK))
 	cppcheck --enable=warning,style,performance,portability --std=c11 \
 	    --error-exitcode=1 --inline-suppr --suppress=missingIncludeSystem \
 	    --suppress=variableScope --suppress=constParameter \
