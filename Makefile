@@ -10,7 +10,8 @@
 #                   the SSE parser, bounded time
 #   make lint       clang-tidy, cppcheck, header self-containment
 #
-# Variants never mix: O=build (default), SAN=1 -> build-san.
+# Variants never mix: O=build (default), SAN=1 -> build-san, CC=clang ->
+# build-clang (build-san-clang with SAN=1).
 # Warnings are errors (WERROR=0 turns that off for packagers).
 
 O       ?= build
@@ -24,6 +25,9 @@ ifeq ($(SAN),1)
 O        := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	    -fno-omit-frame-pointer
+endif
+ifneq ($(findstring clang,$(notdir $(firstword $(CC)))),)
+O        := $(O)-clang
 endif
 
 WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
@@ -266,6 +270,6 @@ lint: check-headers verify-units
 	    -q -I. supervisor worker proto sandbox common
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-clang build-san-clang
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
