@@ -10,7 +10,8 @@
 #                   the SSE parser, bounded time
 #   make lint       clang-tidy, cppcheck, header self-containment
 #
-# Variants never mix: O=build (default), SAN=1 -> build-san.
+# Variants never mix: O=build (default), SAN=1 -> build-san, CC=clang ->
+# build-clang (build-san-clang with SAN=1).
 # Warnings are errors (WERROR=0 turns that off for packagers).
 
 O       ?= build
@@ -25,6 +26,9 @@ O        := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	    -fno-omit-frame-pointer
 endif
+ifneq ($(findstring clang,$(notdir $(firstword $(CC)))),)
+O        := $(O)-clang
+endif
 
 WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wold-style-definition -Wpointer-arith \
@@ -34,20 +38,16 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 
-# Dependencies come from Debian packages; install them when missing.
+# Dependencies come from Debian packages: the deps target installs the
+# missing ones (scripts/install-deps: one quiet dpkg-query when nothing is
+# missing). Everything that compiles, links or runs a tool waits for it
+# (order-only, so it never forces a rebuild); nothing asks while the
+# Makefile is parsed, so make clean never calls apt-get.
 PKGS_SUP := libcurl jansson msgpack libsystemd
 PKGS_WRK := python3-embed msgpack libseccomp
-# Asked quietly (one dpkg-query); the install shows its progress.
-DEPS_OK  := $(shell scripts/install-deps --check && echo yes)
-ifneq ($(DEPS_OK),yes)
-$(info agentz: installing missing build and test dependencies (apt-get))
-DEPS_RC  := $(shell scripts/install-deps >&2; echo $$?)
-ifneq ($(DEPS_RC),0)
-$(error scripts/install-deps failed (exit $(DEPS_RC)); see above)
-endif
-endif
 
-# Third-party headers as -isystem so their warnings are not ours.
+# Third-party headers as -isystem so their warnings are not ours. Lazy
+# (expanded in recipes, after deps): pkg-config may not be installed yet.
 pc_cflags = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(1)))
 pc_libs   = $(shell pkg-config --libs $(1))
 
@@ -74,10 +74,11 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC))
 PROTO_OBJ  := $(call obj,$(PROTO_SRC))
 SUP_OBJ    := $(call obj,$(SUP_SRC) $(SBX_S_SRC))
 WRK_OBJ    := $(call obj,$(WRK_SRC) $(SBX_W_SRC)) $(O)/gen/embedded.o
+# tests/unit/<folder>/test_x.c -> $(O)/tests/test_x (names are unique).
 UNIT_BIN   := $(addprefix $(O)/tests/,$(basename $(notdir $(UNIT_SRC))))
 
-SUP_LIBS := $(call pc_libs,$(PKGS_SUP)) -lm
-WRK_LIBS := $(call pc_libs,$(PKGS_WRK)) -lpthread
+SUP_LIBS = $(call pc_libs,$(PKGS_SUP)) -lm
+WRK_LIBS = $(call pc_libs,$(PKGS_WRK)) -lpthread
 
 $(O)/supervisor/%.o $(O)/sandbox/%.o $(O)/tests/unit/%.o: \
 	ALL_CFLAGS += $(call pc_cflags,libcurl jansson libsystemd)
@@ -86,11 +87,15 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all check check-systemd fixtures unit integ demo bench fuzz lint check-headers clean \
-	verify-units install report-demo
+.PHONY: all deps check check-systemd fixtures unit integ demo bench fuzz lint \
+	check-headers clean verify-units install report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
-$(O)/%.o: %.c
+deps:
+	@scripts/install-deps --check || { echo "agentz: installing missing" \
+	    "build and test dependencies (apt-get)" >&2; scripts/install-deps; }
+
+$(O)/%.o: %.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -101,7 +106,7 @@ $(O)/libagentz.a: $(COMMON_OBJ) $(PROTO_OBJ) $(SUP_OBJ)
 $(O)/agentz: $(O)/supervisor/front/main.o $(O)/libagentz.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS)
 
-$(O)/gen/embedded.c: scripts/embed.py $(ENGINE_SRC)
+$(O)/gen/embedded.c: scripts/embed.py $(ENGINE_SRC) | deps
 	@mkdir -p $(@D)
 	$(PY) scripts/embed.py $@ $(WRK_PY) -- $(ENGINE_SRC)
 
@@ -111,22 +116,19 @@ $(O)/gen/embedded.o: $(O)/gen/embedded.c
 $(O)/agentz-worker: $(WRK_OBJ) $(COMMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(WRK_LIBS)
 
-# Unit tests in tests/unit/sandbox/: one binary per file too, named for
-# the file (a static pattern: a stale .d of a test moved there must not
-# send it to the rule below), and the fixture the jail's tests share.
-UNIT_SBX_BIN := $(patsubst tests/unit/sandbox/%.c,$(O)/tests/%,\
-		$(wildcard tests/unit/sandbox/test_*.c))
-$(UNIT_SBX_BIN): $(O)/tests/%: $(O)/tests/unit/sandbox/%.o $(O)/libagentz.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
+define unit_rule
+$(O)/tests/$(basename $(notdir $(1))): $(call obj,$(1)) $(O)/libagentz.a
+	$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $$(SUP_LIBS) $$(call pc_libs,cmocka)
+endef
+$(foreach s,$(UNIT_SRC),$(eval $(call unit_rule,$(s))))
+
+# the jail's tests share a fixture
 $(O)/tests/test_jail_kill $(O)/tests/test_jail_exit: \
 	$(O)/tests/unit/sandbox/jailfix.o
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libagentz.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SUP_LIBS) $(call pc_libs,cmocka)
-
 # try_syscall probes the seccomp policy from outside; never sanitized.
 $(O)/tests/try_syscall: $(wildcard tests/sandbox/*.c) $(SBX_W_SRC) \
-		tests/sandbox/try_syscall.h
+		tests/sandbox/try_syscall.h | deps
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_GNU_SOURCE -I. -O1 $(WARN) \
 	    $(call pc_cflags,libseccomp) -o $@ $(filter %.c,$^) \
@@ -203,11 +205,11 @@ FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
 	supervisor/model/response_msg.c supervisor/model/response_share.c \
 	common/buf.c
 $(FUZZ_BIN): tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c proto/proto.h \
-	common/buf.h
+	common/buf.h common/fdio.c common/fdio.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(call pc_cflags,msgpack) \
 	    -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC) common/buf.c \
-	    $(call pc_libs,msgpack)
+	    common/fdio.c $(call pc_libs,msgpack)
 
 # The one JSON scanner (jspan.c, delta.c) against jansson.
 build-fuzz/fuzz_jspan: tests/fuzz/fuzz_jspan.c $(FUZZ_JSON_SRC) \
@@ -225,6 +227,7 @@ build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/model/sse.c \
 	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_sse.c supervisor/model/sse.c common/buf.c
 
 # Each target for FUZZ_SECONDS, its corpus kept in build-fuzz/corpus-*.
+$(FUZZ_BINS): | deps
 fuzz: $(FUZZ_BINS)
 	@mkdir -p build-fuzz/corpus build-fuzz/corpus-jspan build-fuzz/corpus-sse
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
@@ -237,7 +240,7 @@ fuzz: $(FUZZ_BINS)
 	    tests/fuzz/seeds-sse
 
 HDRS := $(wildcard */*.h supervisor/*/*.h)
-check-headers:
+check-headers: | deps
 	@for h in $(HDRS); do \
 	    $(CC) -std=c11 $(CPPFLAGS) $(WARN) $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK)) \
 		-fsyntax-only -x c $$h || exit 1; done
@@ -256,9 +259,16 @@ install: all
 	install -m 755 $(O)/agentz $(O)/agentz-worker $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 systemd/agentz@.service $(DESTDIR)/etc/systemd/system/
 
-# variableScope: KNF declares at the top of the block, on purpose.
-# Python's thread-state macros are opaque to cppcheck without its headers.
+# clang-tidy: the checks in .clang-tidy, every C file of both binaries,
+# findings as errors. cppcheck: variableScope off, KNF declares at the top
+# of the block on purpose; Python's thread-state macros are opaque to it
+# without its headers. The tools: scripts/install-deps lint.
+LINT_SRC = $(sort $(COMMON_SRC) $(PROTO_SRC) $(wildcard sandbox/*.c) \
+	$(SUP_SRC) supervisor/front/main.c $(WRK_SRC))
 lint: check-headers verify-units
+	scripts/install-deps lint
+	clang-tidy -quiet $(LINT_SRC) -- -std=c11 $(CPPFLAGS) \
+	    $(call pc_cflags,$(PKGS_SUP) $(PKGS_WRK))
 	cppcheck --enable=warning,style,performance,portability --std=c11 \
 	    --error-exitcode=1 --inline-suppr --suppress=missingIncludeSystem \
 	    --suppress=variableScope --suppress=constParameter \
@@ -266,6 +276,6 @@ lint: check-headers verify-units
 	    -q -I. supervisor worker proto sandbox common
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-clang build-san-clang
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -13,7 +13,8 @@
  * the first two: on a small VM the unpinned figure swings between the two
  * depending on where the scheduler wakes the peer.
  *
- * Built by bench/run.py with cc -O2; not part of the agentz build.
+ * Built by bench/run.py with cc -O2 and common/fdio.c (the one write
+ * loop); not part of the agentz build.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,23 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
+
 #define MSG 64
 #define WARMUP 500
-
-static int full_write(int fd, const char *buf, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, buf, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* 0 on success, 1 on EOF, -1 on error. */
 static int full_read(int fd, char *buf, size_t n)
@@ -136,7 +124,7 @@ int main(int argc, char **argv)
 			int r = full_read(to_child[0], buf, MSG);
 			if (r != 0)
 				_exit(r < 0);
-			if (full_write(to_parent[1], buf, MSG) < 0)
+			if (fd_write_all(to_parent[1], buf, MSG) < 0)
 				_exit(1);
 		}
 	}
@@ -159,7 +147,7 @@ int main(int argc, char **argv)
 	int rc = 0;
 	for (long i = 0; i < total; i++) {
 		double t0 = now_us();
-		if (full_write(to_child[1], buf, MSG) < 0 ||
+		if (fd_write_all(to_child[1], buf, MSG) < 0 ||
 		    full_read(to_parent[0], buf, MSG) != 0) {
 			perror("pingpong");
 			rc = 1;

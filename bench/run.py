@@ -422,7 +422,9 @@ class Bench:
 
     def b_pingpong(self):
         exe = self.compile_c("pingpong.c", os.path.join(self.bindir,
-                                                         "pingpong"))
+                                                         "pingpong"),
+                             ["-I", REPO],
+                             [os.path.join(REPO, "common", "fdio.c")])
 
         def one(mode, rounds):
             rc, out, err, _ = run_child([exe, str(rounds), mode], timeout=60)

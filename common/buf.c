@@ -19,6 +19,7 @@ buf_init(struct buf *b)
 	b->len = 0;
 	b->cap = 0;
 	b->max = 0;
+	b->rpos = 0;
 }
 
 void
@@ -35,6 +36,7 @@ void
 buf_reset(struct buf *b)
 {
 	b->len = 0;
+	b->rpos = 0;
 	if (b->data != NULL)
 		b->data[0] = '\0';
 }
@@ -43,6 +45,18 @@ void
 buf_set_max(struct buf *b, size_t max)
 {
 	b->max = max;
+}
+
+/* Drops the read prefix: the unread bytes move down to data[0]. */
+static void
+buf_compact(struct buf *b)
+{
+	if (b->rpos == 0)
+		return;
+	memmove(b->data, b->data + b->rpos, b->len - b->rpos);
+	b->len -= b->rpos;
+	b->rpos = 0;
+	b->data[b->len] = '\0';
 }
 
 int
@@ -55,10 +69,14 @@ buf_reserve(struct buf *b, size_t n)
 		errno = ENOMEM;
 		return -1;
 	}
-	if (b->max != 0 && b->len + n > b->max) {
+	if (b->max != 0 && buf_rlen(b) + n > b->max) {
 		errno = EMSGSIZE;
 		return -1;
 	}
+	need = b->len + n + 1;
+	if (need <= b->cap)
+		return 0;
+	buf_compact(b);		/* the read prefix's room first */
 	need = b->len + n + 1;
 	if (need <= b->cap)
 		return 0;
@@ -101,16 +119,21 @@ buf_append_str(struct buf *b, const char *s)
 void
 buf_consume(struct buf *b, size_t n)
 {
-	if (n >= b->len) {
+	buf_skip(b, n);
+	buf_compact(b);
+}
+
+void
+buf_skip(struct buf *b, size_t n)
+{
+	if (n >= buf_rlen(b)) {
 		if (b->cap > BUF_KEEP_CAP)
 			buf_clear(b);
 		else
 			buf_reset(b);
 		return;
 	}
-	memmove(b->data, b->data + n, b->len - n);
-	b->len -= n;
-	b->data[b->len] = '\0';
+	b->rpos += n;
 }
 
 void
@@ -118,6 +141,8 @@ buf_truncate(struct buf *b, size_t len)
 {
 	if (len >= b->len)
 		return;
+	if (b->rpos > len)
+		b->rpos = len;
 	b->len = len;
 	b->data[len] = '\0';
 }
@@ -139,10 +164,11 @@ buf_detach(struct buf *b, size_t *len)
 		errno = ENOMEM;
 		return NULL;
 	}
+	buf_compact(b);
 	s = (char *)b->data;
 	if (len != NULL)
 		*len = b->len;
 	b->data = NULL;
-	b->len = b->cap = 0;
+	b->len = b->cap = b->rpos = 0;
 	return s;
 }

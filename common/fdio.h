@@ -7,8 +7,10 @@
 #include <stddef.h>
 
 /*
- * Writes all n bytes to a blocking fd, retrying short writes and EINTR.
- * 0, or -1 with errno (EIO when write returned 0).
+ * Writes all n bytes to fd, through short writes, EINTR and EAGAIN (by
+ * polling for POLLOUT, so a non-blocking fd works too): the one write
+ * loop. 0, or -1 with errno from write or poll (EIO when write returned
+ * 0); part of the bytes may have gone out then.
  */
 int fd_write_all(int fd, const void *p, size_t n);
 

@@ -26,11 +26,8 @@ log_init(const char *prog, int verbose)
 	log_level_verbose = verbose;
 }
 
-int
-log_verbose(void)
-{
-	return log_level_verbose;
-}
+static void log_vline(const char *fmt, va_list ap, int with_errno)
+    LOG_PRINTF(1, 0);
 
 static void
 log_vline(const char *fmt, va_list ap, int with_errno)

@@ -15,7 +15,6 @@
 #define LOG_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 void log_init(const char *prog, int verbose);
-int log_verbose(void);
 void log_warn(const char *fmt, ...) LOG_PRINTF(1, 2);	/* + strerror */
 void log_warnx(const char *fmt, ...) LOG_PRINTF(1, 2);
 void log_info(const char *fmt, ...) LOG_PRINTF(1, 2);

@@ -10,6 +10,8 @@
  */
 #include "proto/proto.h"
 
+#include "common/fdio.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
@@ -74,7 +76,6 @@ void
 frame_rx_init(struct frame_rx *rx, size_t max_frame)
 {
 	buf_init(&rx->in);
-	rx->off = 0;
 	rx->skip = 0;
 	rx->max_frame = max_frame;
 }
@@ -84,22 +85,7 @@ void
 frame_rx_clear(struct frame_rx *rx)
 {
 	buf_clear(&rx->in);
-	rx->off = 0;
 	rx->skip = 0;
-}
-
-/*
- * Drops the popped prefix before new bytes come in: popping stays O(1)
- * per frame, and a read full of tiny frames costs one move, not one per
- * frame.
- */
-static void
-rx_compact(struct frame_rx *rx)
-{
-	if (rx->off > 0) {
-		buf_consume(&rx->in, rx->off);
-		rx->off = 0;
-	}
 }
 
 /*
@@ -119,7 +105,6 @@ frame_rx_fill(struct frame_rx *rx, int fd)
 		return n;
 	drop = rx->skip < (size_t)n ? rx->skip : (size_t)n;
 	rx->skip -= drop;
-	rx_compact(rx);
 	if (buf_append(&rx->in, chunk + drop, (size_t)n - drop) == -1)
 		return -1;
 	return n;
@@ -129,7 +114,6 @@ frame_rx_fill(struct frame_rx *rx, int fd)
 int
 frame_rx_feed(struct frame_rx *rx, const void *p, size_t n)
 {
-	rx_compact(rx);
 	return buf_append(&rx->in, p, n);
 }
 
@@ -143,8 +127,8 @@ frame_rx_feed(struct frame_rx *rx, const void *p, size_t n)
 int
 frame_rx_pop(struct frame_rx *rx, struct msg *m)
 {
-	const uint8_t *p = rx->in.data + rx->off;
-	size_t have = rx->in.len - rx->off, len;
+	const uint8_t *p = buf_rdata(&rx->in);
+	size_t have = buf_rlen(&rx->in), len;
 	unsigned type;
 
 	memset(m, 0, sizeof(*m));
@@ -156,9 +140,7 @@ frame_rx_pop(struct frame_rx *rx, struct msg *m)
 		return 0;
 	if (msg_decode(type, p + PROTO_HEADER_SIZE, len, m) == -1)
 		return -1;
-	rx->off += PROTO_HEADER_SIZE + len;
-	if (rx->off == rx->in.len)
-		rx_compact(rx);
+	buf_skip(&rx->in, PROTO_HEADER_SIZE + len);
 	return 1;
 }
 
@@ -167,8 +149,8 @@ int
 frame_rx_peek(const struct frame_rx *rx, unsigned *type, size_t *len,
     const uint8_t **body, size_t *have)
 {
-	const uint8_t *p = rx->in.data + rx->off;
-	size_t n = rx->in.len - rx->off;
+	const uint8_t *p = buf_rdata(&rx->in);
+	size_t n = buf_rlen(&rx->in);
 
 	if (rx->skip > 0 || n < PROTO_HEADER_SIZE)
 		return 0;
@@ -183,46 +165,17 @@ frame_rx_peek(const struct frame_rx *rx, unsigned *type, size_t *len,
 void
 frame_rx_skip(struct frame_rx *rx)
 {
-	const uint8_t *p = rx->in.data + rx->off;
-	size_t n = rx->in.len - rx->off, total;
+	const uint8_t *p = buf_rdata(&rx->in);
+	size_t n = buf_rlen(&rx->in), total;
 
 	total = PROTO_HEADER_SIZE + ((size_t)p[0] << 24 | (size_t)p[1] << 16 |
 	    (size_t)p[2] << 8 | p[3]);
-	if (n >= total) {
-		rx->off += total;
-	} else {
+	if (n < total)
 		rx->skip = total - n;
-		rx->off = rx->in.len;
-	}
-	rx_compact(rx);
+	buf_skip(&rx->in, total);
 }
 
 /* -------------------------------------------------------------- blocking */
-
-/*
- * Writes all n bytes, through short writes, EINTR, and EAGAIN (by polling
- * for POLLOUT, so a non-blocking fd works too). 0 or -1 with errno.
- */
-static int
-write_full(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-		} else if (w == 0) {
-			errno = EIO;	/* no progress and no error */
-			return -1;
-		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (wait_fd(fd, POLLOUT) == -1)
-				return -1;
-		} else if (errno != EINTR)
-			return -1;
-	}
-	return 0;
-}
 
 /*
  * Reads until n bytes or EOF, through EINTR and EAGAIN. Returns 0 with
@@ -263,7 +216,7 @@ frame_write(int fd, const struct msg *m, size_t max_frame)
 
 	buf_init(&b);
 	if ((rc = msg_encode(m, &b, max_frame)) == 0)
-		rc = write_full(fd, b.data, b.len);
+		rc = fd_write_all(fd, b.data, b.len);
 	saved = errno;
 	buf_clear(&b);
 	errno = saved;

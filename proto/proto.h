@@ -217,8 +217,7 @@ int msg_decode(unsigned type, const void *body, size_t len, struct msg *m);
  * Incremental frame reader for a non-blocking fd (supervisor side).
  */
 struct frame_rx {
-	struct buf in;
-	size_t off;		/* bytes of in already popped */
+	struct buf in;		/* its read position: the bytes popped */
 	size_t max_frame;
 	size_t skip;		/* bytes of a skipped frame still to come */
 };

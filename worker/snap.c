@@ -225,7 +225,7 @@ take_fds(struct msghdr *mh, int *fds, int max)
 	return n;
 }
 
-static void
+static _Noreturn void
 refuse(int *fds, int n, int max)
 {
 	int i;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "supervisor/cells/journal.h"
 #include "supervisor/cells/record_json.h"
@@ -36,22 +37,22 @@ spill_open(struct cells *h)
 	return 0;
 }
 
+/*
+ * Writes p[0..n) at off, the file's end: only these writes move the fd's
+ * offset (reads are preads), so it is off unless a write failed part-way;
+ * then it goes back, so the next line lands where this one should have.
+ */
 static int
-pwrite_all(int fd, const char *p, size_t n, uint64_t off)
+spill_write(int fd, const char *p, size_t n, uint64_t off)
 {
-	ssize_t w;
+	int saved;
 
-	while (n > 0) {
-		w = pwrite(fd, p, n, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
+	if (fd_write_all(fd, p, n) == 0)
+		return 0;
+	saved = errno;
+	(void)lseek(fd, (off_t)off, SEEK_SET);
+	errno = saved;
+	return -1;
 }
 
 /* Appends j (consumed) as one line to the spill file. */
@@ -67,7 +68,7 @@ spill_put(struct cells *h, json_t *j, uint64_t *off, uint32_t *len)
 		return -1;
 	n = strlen(s);
 	s[n] = '\n';	/* the NUL goes: the lengths say where lines end */
-	if (n + 1 <= UINT32_MAX && pwrite_all(h->spill_fd, s, n + 1,
+	if (n + 1 <= UINT32_MAX && spill_write(h->spill_fd, s, n + 1,
 	    h->spill_size) == 0) {
 		*off = h->spill_size;
 		*len = (uint32_t)(n + 1);

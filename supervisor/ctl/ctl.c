@@ -121,8 +121,9 @@ flush(struct conn *k)
 {
 	ssize_t n;
 
-	while (k->out.len > 0) {
-		n = send(k->fd, k->out.data, k->out.len, MSG_NOSIGNAL);
+	while (buf_rlen(&k->out) > 0) {
+		n = send(k->fd, buf_rdata(&k->out), buf_rlen(&k->out),
+		    MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -131,14 +132,14 @@ flush(struct conn *k)
 			conn_free(k);
 			return -1;
 		}
-		buf_consume(&k->out, (size_t)n);
+		buf_skip(&k->out, (size_t)n);
 	}
-	if (k->closing && k->out.len == 0) {
+	if (k->closing && buf_rlen(&k->out) == 0) {
 		conn_free(k);
 		return -1;
 	}
 	loop_events(k->ctl->loop, k->fd, (short)((k->closing ? 0 : POLLIN) |
-	    (k->out.len > 0 ? POLLOUT : 0)));
+	    (buf_rlen(&k->out) > 0 ? POLLOUT : 0)));
 	return 0;
 }
 
@@ -380,12 +381,6 @@ ctl_set_jail_fn(struct ctl *c, pid_t (*fn)(const void *ctx), const void *ctx)
 		c->jail_fn = fn;
 		c->jail_ctx = ctx;
 	}
-}
-
-const char *
-ctl_path(const struct ctl *c)
-{
-	return c->path;
 }
 
 void

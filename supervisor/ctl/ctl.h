@@ -111,7 +111,6 @@ void ctl_set_jail(struct ctl *c, pid_t init_pid);
  * may be rebuilt (a new init) while it lives. */
 void ctl_set_jail_fn(struct ctl *c, pid_t (*fn)(const void *ctx),
     const void *ctx);
-const char *ctl_path(const struct ctl *c);
 /* Closes every connection and unlinks the socket (if still ours). NULL ok. */
 void ctl_free(struct ctl *c);
 

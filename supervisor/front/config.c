@@ -491,6 +491,15 @@ opt_of(int ch)
 	return NULL;
 }
 
+/* The environment variable name when set and not empty, else dflt. */
+static const char *
+env_or(const char *name, const char *dflt)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && *v != '\0' ? v : dflt;
+}
+
 static void
 defaults(struct config *c)
 {
@@ -506,10 +515,8 @@ defaults(struct config *c)
 	c->nofile_limit = 1024;
 	c->fsize_limit = (uint64_t)16 << 30;
 	c->tmp_size = (uint64_t)1 << 30;
-	c->model = getenv("AGENTZ_MODEL") && *getenv("AGENTZ_MODEL") ?
-	    getenv("AGENTZ_MODEL") : "gpt-6-astra";
-	c->base_url = getenv("OPENAI_BASE_URL") && *getenv("OPENAI_BASE_URL") ?
-	    getenv("OPENAI_BASE_URL") : "https://api.openai.com/v1";
+	c->model = env_or("AGENTZ_MODEL", "gpt-6-astra");
+	c->base_url = env_or("OPENAI_BASE_URL", "https://api.openai.com/v1");
 	c->service_tier = "auto";
 	c->request_timeout = 1800;
 	c->max_output_tokens = 128000;
@@ -518,8 +525,7 @@ defaults(struct config *c)
 	c->max_same_failure = 5;
 	c->max_parallel_calls = MAX_PARALLEL_CALLS_DEFAULT;
 	c->max_restarts = 10;
-	c->journal = getenv("AGENTZ_JOURNAL") && *getenv("AGENTZ_JOURNAL") ?
-	    getenv("AGENTZ_JOURNAL") : NULL;
+	c->journal = env_or("AGENTZ_JOURNAL", NULL);
 }
 
 int

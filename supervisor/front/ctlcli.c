@@ -425,10 +425,14 @@ ctlcli_runs_main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--help") == 0 ||
 		    strcmp(argv[i], "-h") == 0) {
 			(void)fputs(runs_usage, stdout);
+			while (f.n > 0)		/* the runs found before it */
+				free(f.path[--f.n]);
 			return EXIT_OK;
 		} else if (argv[i][0] == '-') {
 			(void)fprintf(stderr, "agentz runs: unknown option '%s'\n"
 			    "%s", argv[i], runs_usage);
+			while (f.n > 0)
+				free(f.path[--f.n]);
 			return EXIT_USAGE;
 		} else {
 			scan(&f, argv[i], 0);

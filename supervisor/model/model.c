@@ -365,19 +365,6 @@ find_call(const struct model *m, uint64_t id)
 	return NULL;
 }
 
-void
-model_cancel(struct model *m, uint64_t id)
-{
-	struct call *c = find_call(m, id);
-
-	if (c == NULL)
-		return;
-	if (c->http_id != 0)
-		http_cancel(m->http, c->http_id);
-	unlink_call(m, c);	/* call_free ends a wait */
-	call_free(c);
-}
-
 int
 model_end(struct model *m, uint64_t id, const char *why)
 {

@@ -16,7 +16,7 @@
  * server's longer retry-after), one attempt per try, until it succeeds or
  * outage_patience_ms has passed since the outage began; only then does
  * the caller see the error. Each wait is logged (log_warnx) and reported
- * to the outage observer. The wait is only a timer: model_cancel() and
+ * to the outage observer. The wait is only a timer: model_end() and
  * model_free() end it at once. A stream that already delivered events,
  * a 400/401/quota error and a request timeout are never waited on.
  */
@@ -151,8 +151,6 @@ void model_free(struct model *m);
 uint64_t model_call(struct model *m, const struct model_req *q, int stream,
     uint32_t cell, const struct model_call_ops *ops, void *ctx);
 
-/* Abandons a call: no callback for it runs afterwards. */
-void model_cancel(struct model *m, uint64_t id);
 /*
  * Ends a call at once, whatever it is doing (a request or its retry
  * pending, an outage wait, a continuation round): its HTTP connection is
@@ -173,7 +171,7 @@ int model_seal(struct model *m, uint64_t id);
 /*
  * Sets the observer told about outage waits of every call of m: once per
  * wait (over 0), and once when the outage ends (over 1 or -1). NULL fn
- * for none. It may call model_cancel(), never model_free().
+ * for none. It may end the call, never model_free().
  */
 void model_set_outage_observer(struct model *m, model_outage_fn *fn,
     void *ctx);

@@ -137,8 +137,6 @@ void worker_drop_snapshot(struct worker *w);
 /* The last cell's snapshot, and why none (WSNAP_NONE; else ""). */
 enum worker_snap worker_snapshot_state(const struct worker *w);
 const char *worker_snapshot_why(const struct worker *w);
-/* The names of the threads the snapshot lacks (comma-separated), NULL. */
-const char *worker_snapshot_threads(const struct worker *w);
 /*
  * After a death whose snapshot survived (state DOWN): the snapshot
  * becomes the worker (state STARTING until its READY). 0, or -1 with
@@ -162,11 +160,9 @@ void worker_kill(struct worker *w, const char *reason);
 int worker_sweep(struct worker *w);
 /*
  * Asks the worker's faulthandler for every thread's stack (read from the
- * dump pipe; reported with the death, or by worker_take_stack).
+ * dump pipe; reported with the death).
  */
 int worker_dump_stacks(struct worker *w);
-/* The stack text dumped so far (malloc'ed, caller frees), or NULL. */
-char *worker_take_stack(struct worker *w);
 
 enum worker_state worker_state(const struct worker *w);
 pid_t worker_python_pid(const struct worker *w);

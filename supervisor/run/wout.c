@@ -123,19 +123,3 @@ worker_dump_stacks(struct worker *w)
 	}
 	return kill(w->python_pid, SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET);
 }
-
-char *
-worker_take_stack(struct worker *w)
-{
-	char *s;
-
-	wout_read_dump(w);
-	if (w->stack.len == 0)
-		return NULL;
-	s = malloc(w->stack.len + 1);
-	if (s != NULL) {
-		memcpy(s, w->stack.data, w->stack.len);
-		s[w->stack.len] = '\0';
-	}
-	return s;
-}

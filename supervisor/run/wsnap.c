@@ -256,12 +256,6 @@ worker_snapshot(struct worker *w, uint32_t cell)
 	return wchan_send(w, &m);
 }
 
-const char *
-worker_snapshot_threads(const struct worker *w)
-{
-	return w->snap.threads;
-}
-
 enum worker_snap
 worker_snapshot_state(const struct worker *w)
 {

@@ -496,12 +496,6 @@ out_line(int stream, const char *p, size_t n)
 	return 0;
 }
 
-int
-out_isatty(int stream)
-{
-	return out_queue(stream)->tty;
-}
-
 void
 out_term(const char *p, size_t n, int force)
 {

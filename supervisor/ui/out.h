@@ -81,9 +81,6 @@ void out_cell(int stream, const char *p, size_t n);
 /* The cell ended: its filters are flushed. */
 void out_cell_end(void);
 
-/* Is stream 1 or 2 a terminal? */
-int out_isatty(int stream);
-
 /* The status bar's writes to stdout's terminal. force: control sequences
  * that must arrive (the scroll region); else a frame, skipped when the
  * terminal has not taken the last one yet. */

@@ -150,12 +150,6 @@ tui_end(void)
 	put(b, (size_t)n, 1);
 }
 
-int
-tui_active(void)
-{
-	return tui.active;
-}
-
 /* Text for the bar through the gate: redacted, controls visible. */
 static void
 set_text(char *dst, size_t len, const char *src)

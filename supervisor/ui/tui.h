@@ -16,7 +16,6 @@
 int tui_init(struct loop *l, int fd);
 /* Restores the terminal (scroll region, status line). Safe to repeat. */
 void tui_end(void);
-int tui_active(void);
 
 /* What the bar says: the running cell, the live estimate of the current
  * request (UTF-8 bytes / 4 while it streams), the exact total so far. */

@@ -1,7 +1,9 @@
 /*
  * test_buf.c - unit tests for common/buf.c: appends and growth, the NUL
- * kept after the bytes, consume/truncate/reset, detach, and the limit
- * and size-overflow refusals that leave the buffer as it was.
+ * kept after the bytes, consume/truncate/reset, detach, the read position
+ * (skip without a move, the prefix dropped when an append needs room),
+ * and the limit and size-overflow refusals that leave the buffer as it
+ * was.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -185,6 +187,71 @@ test_buf_size_overflow(void **state)
 	buf_clear(&b);
 }
 
+static void
+test_buf_read_position(void **state)
+{
+	struct buf b;
+	uint8_t *data;
+	size_t cap;
+
+	(void)state;
+	buf_init(&b);
+	assert_null(buf_rdata(&b));
+	assert_int_equal(buf_rlen(&b), 0);
+	assert_int_equal(buf_append_str(&b, "abcdef"), 0);
+	data = b.data;
+	cap = b.cap;
+	buf_skip(&b, 2);			/* no move: the bytes stay put */
+	assert_ptr_equal(b.data, data);
+	assert_int_equal(buf_rlen(&b), 4);
+	assert_memory_equal(buf_rdata(&b), "cdef", 4);
+	assert_int_equal(buf_append_str(&b, "g"), 0);	/* room: no move */
+	assert_int_equal(b.rpos, 2);
+	assert_memory_equal(buf_rdata(&b), "cdefg", 5);
+	/* an append that needs the read prefix's room drops it first */
+	assert_int_equal(buf_reserve(&b, cap - b.len), 0);
+	assert_int_equal(b.rpos, 0);
+	assert_int_equal(b.cap, cap);
+	assert_string_equal(buf_str(&b), "cdefg");
+	/* consume after skip removes unread bytes */
+	buf_skip(&b, 1);
+	buf_consume(&b, 2);
+	assert_int_equal(b.rpos, 0);
+	assert_string_equal(buf_str(&b), "fg");
+	/* read to the end: emptied */
+	buf_skip(&b, 2);
+	assert_int_equal(b.len, 0);
+	assert_int_equal(b.rpos, 0);
+	/* detach hands over the unread bytes only */
+	assert_int_equal(buf_append_str(&b, "xyz"), 0);
+	buf_skip(&b, 1);
+	data = (uint8_t *)buf_detach(&b, &cap);
+	assert_int_equal(cap, 2);
+	assert_string_equal((char *)data, "yz");
+	free(data);
+	buf_clear(&b);
+}
+
+static void
+test_buf_limit_counts_unread(void **state)
+{
+	struct buf b;
+
+	(void)state;
+	buf_init(&b);
+	buf_set_max(&b, 4);
+	assert_int_equal(buf_append_str(&b, "abcd"), 0);
+	assert_int_equal(buf_append_str(&b, "e"), -1);
+	assert_int_equal(errno, EMSGSIZE);
+	buf_skip(&b, 3);
+	assert_int_equal(buf_append_str(&b, "efg"), 0);
+	assert_int_equal(buf_rlen(&b), 4);
+	assert_memory_equal(buf_rdata(&b), "defg", 4);
+	assert_int_equal(buf_append_str(&b, "h"), -1);
+	assert_int_equal(errno, EMSGSIZE);
+	buf_clear(&b);
+}
+
 int
 main(void)
 {
@@ -197,6 +264,8 @@ main(void)
 		cmocka_unit_test(test_buf_detach),
 		cmocka_unit_test(test_buf_limit),
 		cmocka_unit_test(test_buf_size_overflow),
+		cmocka_unit_test(test_buf_read_position),
+		cmocka_unit_test(test_buf_limit_counts_unread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
