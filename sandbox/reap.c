@@ -30,6 +30,21 @@ proc_state(long pid)
 	return procfs_stat((pid_t)pid, &st) == 0 ? st.state : 0;
 }
 
+/*
+ * Whether pid is PID 1 of a namespace of its own (a jail's init, the run's
+ * or one lost). A dying init waits until every task of its namespace is
+ * reaped, and some are children of ours we keep (the other worker's
+ * spawner): a blocking wait for it would wait for ourselves.
+ */
+static int
+ns_init(pid_t pid)
+{
+	char text[4096];
+
+	return procfs_read(pid, "status", text, sizeof text) > 0 &&
+	    procfs_status_nspid(text) == 1;
+}
+
 int
 contain_children(pid_t parent, pid_t *out, int max)
 {
@@ -39,7 +54,8 @@ contain_children(pid_t parent, pid_t *out, int max)
 /*
  * Our children other than keep (the supervisor forks and reaps from its
  * main thread only, and orphans are reparented to it): with kill set,
- * every one is SIGKILLed; without, only zombies are collected. Their pids
+ * every one is SIGKILLed (a namespace init is then left to a later round:
+ * see ns_init); without, only zombies are collected. Their pids
  * go to out (at most max). Returns how many were found.
  */
 static int
@@ -67,6 +83,10 @@ scan_children(const pid_t *keep, int nkeep, int kill_them, pid_t *out,
 		/* An unreaped child of ours: its pid cannot be reused. */
 		if (kill_them)
 			(void)kill(all[i], SIGKILL);
+		/* a namespace init ends after what we keep: reaped as a
+		 * zombie by a later round (SIGCHLD), never waited for */
+		if (kill_them && proc_state(all[i]) != 'Z' && ns_init(all[i]))
+			continue;
 		out[n++] = all[i];
 	}
 	return n;

@@ -41,11 +41,13 @@ prev_ids(const json_t *prev)
 }
 
 /* The stored output the host answers an input item of this type and
- * call_id with (a function_call), or NULL. */
+ * call_id with (a function_call), or NULL (also without a store: a
+ * continuation's text input has no items). */
 static json_t *
 host_output(const struct hosttools *h, const char *type, const char *cid)
 {
-	if (type == NULL || strcmp(type, "function_call") != 0 || cid == NULL)
+	if (h == NULL || type == NULL || strcmp(type, "function_call") != 0 ||
+	    cid == NULL)
 		return NULL;
 	return json_object_get(h->by_call, cid);
 }

@@ -59,6 +59,9 @@ snapshot_note(struct runner *r, struct cell *c)
 	case WSNAP_KILLED:
 		cells_set_snapshot(c, CSNAP_KILLED, NULL);
 		break;
+	case WSNAP_WORLD_LOST:
+		cells_set_snapshot(c, CSNAP_WORLD_LOST, NULL);
+		break;
 	case WSNAP_NONE:
 		cells_set_snapshot(c, CSNAP_NONE, worker_snapshot_why(r->w));
 		break;

@@ -42,7 +42,9 @@ enum worker_death_cause {
 enum worker_snap {
 	WSNAP_TAKEN,		/* it is there, to be spared at a kill */
 	WSNAP_NONE,		/* none: worker_snapshot_why says why */
-	WSNAP_KILLED		/* it was, but died before it was needed */
+	WSNAP_KILLED,		/* it was, but died before it was needed */
+	WSNAP_WORLD_LOST	/* it was, and went with the run's namespace
+				 * init */
 };
 
 struct worker_death {

@@ -145,9 +145,13 @@ static void no_snapshot(struct worker *w, const char *why);
 void
 worker_drop_snapshot(struct worker *w)
 {
-	if (w->snap.host_pid > 0)
-		no_snapshot(w, "the run's namespace init died, and the "
-		    "snapshot with it");
+	/* taken (and said so): the record says it went with the world,
+	 * whether the cell's death is seen before this or after */
+	if (w->snap.host_pid > 0) {
+		wsnap_forget(w);
+		w->snap.state = WSNAP_WORLD_LOST;
+		w->snap.why[0] = '\0';
+	}
 	/* the cgroup a death kept for it goes (removed once empty): the
 	 * next worker gets its own */
 	if (w->state == WORKER_DOWN && w->cg != NULL) {
