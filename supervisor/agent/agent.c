@@ -37,6 +37,7 @@ extern char **environ;
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/cells/journal.h"
+#include "supervisor/text/jsonf.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
 #include "supervisor/text/redact.h"
@@ -110,16 +111,29 @@ agent_journal_failed(struct agent *a, const char *type)
  * that cannot be recorded must not happen: the run stops.
  */
 int
-agent_record(struct agent *a, const char *type, json_t *rec)
+agent_record(struct agent *a, const char *type, const struct jf *f)
 {
 	int rc = 0;
 
-	if (a->journal != NULL && rec != NULL && !a->journal_ended &&
-	    (rc = journal_append(a->journal, type, rec)) < 0 &&
+	if (a->journal != NULL && !a->journal_ended &&
+	    (rc = journal_append_f(a->journal, type, f)) < 0 &&
 	    !a->journal_broken) {
 		agent_journal_failed(a, type);
 	}
-	json_decref(rec);
+	return rc;
+}
+
+/* Appends c's input or output record; agent_record's rules. */
+static int
+record_cell(struct agent *a, const struct cell *c, int outputs)
+{
+	int rc = 0;
+
+	if (a->journal != NULL && !a->journal_ended &&
+	    (rc = journal_append_cell(a->journal, c, outputs)) < 0 &&
+	    !a->journal_broken) {
+		agent_journal_failed(a, outputs ? "output" : "input");
+	}
 	return rc;
 }
 
@@ -134,8 +148,7 @@ agent_record_cell(struct agent *a, const struct cell *c, int outputs)
 	size_t len;
 	int rc;
 
-	rc = agent_record(a, outputs ? "output" : "input",
-	    cells_journal_json(c, outputs));
+	rc = record_cell(a, c, outputs);
 	if (rc == 0 && a->journal != NULL && !a->journal_ended) {
 		journal_last(a->journal, &off, &len);
 		cells_journaled(runner_cells(a->runner), c, outputs, a->journal,
@@ -153,6 +166,16 @@ agent_clear_successor(struct agent *a)
 	free(a->succ_summary);
 	a->succ_code = a->succ_summary = NULL;
 	a->has_succ = 0;
+}
+
+static void
+record_successor(struct agent *a, uint32_t cell, int repair)
+{
+	struct jf f[] = { JF_I("cell", cell),
+	    JF_SN("code", a->succ_code, a->succ_len),
+	    JF_S("summary", a->succ_summary), JF_B("repair", repair), JF_END };
+
+	(void)agent_record(a, "successor", f);
 }
 
 enum submit_result
@@ -180,10 +203,8 @@ agent_submit(void *ctx, uint32_t cell, const char *code, size_t len,
 	a->succ_for = cell;
 	a->has_succ = 1;
 	/* keyed by the cell it follows: a repair cell by the failed one */
-	(void)agent_record(a, "successor", json_pack("{s:i, s:s%, s:s, s:b}",
-	    "cell", (int)(for_recovery && a->failed != NULL ? a->failed->n :
-	    cell), "code", code, len, "summary", summary, "repair",
-	    for_recovery));
+	record_successor(a, for_recovery && a->failed != NULL ? a->failed->n :
+	    cell, for_recovery);
 	return for_recovery ? SUBMIT_REPAIR : SUBMIT_OK;
 }
 
@@ -343,15 +364,22 @@ teardown(struct agent *a, int rc)
 	a->model = NULL;
 }
 
+static int
+record_stop(struct agent *a, int rc)
+{
+	struct jf f[] = { JF_I("exit", rc), JF_S("reason", a->stop_reason),
+	    JF_R("at", loop_wall()), JF_END };
+
+	return agent_record(a, "stop", f);
+}
+
 /* Writes the stop record (once); the exit status. */
 static int
 end_run(struct agent *a, int rc)
 {
 	if (a->journal_broken)
 		rc = a->journal_broken;
-	if (!a->journal_ended && a->journal != NULL &&
-	    agent_record(a, "stop", json_pack("{s:i, s:s?, s:f}", "exit", rc,
-	    "reason", a->stop_reason, "at", loop_wall())) < 0)
+	if (!a->journal_ended && a->journal != NULL && record_stop(a, rc) < 0)
 		rc = a->journal_broken ? a->journal_broken : EXIT_JOURNAL;
 	a->journal_ended = 1;
 	return rc;
@@ -376,6 +404,15 @@ no_worker(struct agent *a, const char *why)
 	agent_ctl_close(a);
 	agent_ev_stopping(a);
 	return rc;
+}
+
+static void
+record_isolation(struct agent *a)
+{
+	struct jf f[] = { JF_S("isolation", runner_isolation(a->runner)),
+	    JF_S("containment", runner_containment(a->runner)), JF_END };
+
+	(void)agent_record(a, "isolation", f);
 }
 
 static int
@@ -411,9 +448,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (a->runner != NULL) {
 		a->tools.history = runner_cells(a->runner);
 		log_info("isolation: %s", runner_isolation(a->runner));
-		(void)agent_record(a, "isolation", json_pack("{s:s, s:s}",
-		    "isolation", runner_isolation(a->runner), "containment",
-		    runner_containment(a->runner)));
+		record_isolation(a);
 	}
 	agent_ev_run_start(a);
 	if (a->runner == NULL)	/* said why */

@@ -27,6 +27,7 @@
 #include "supervisor/world/view.h"
 
 struct ctl;
+struct jf;
 struct journal;
 struct pending;
 
@@ -122,7 +123,11 @@ struct agent {
  */
 void agent_stop(struct agent *a, int rc, const char *why);
 int agent_stopping(const struct agent *a);
-int agent_record(struct agent *a, const char *type, json_t *rec);
+int agent_record(struct agent *a, const char *type, const struct jf *f);
+/* A "usage" record: the tokens counted, the estimated part, the calls it
+ * settles (ncalls of them) and, when a price is known, the cost. */
+void agent_record_usage(struct agent *a, long long tokens, long long estimated,
+    const long long *calls, size_t ncalls, double cost);
 int agent_record_cell(struct agent *a, const struct cell *c, int outputs);
 void agent_clear_successor(struct agent *a);
 enum submit_result agent_submit(void *ctx, uint32_t cell, const char *code,

@@ -5,6 +5,7 @@
  * (see agent_int.h).
  */
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/text/jsonf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,6 @@ agent_count_call(struct agent *a, const char *type, long long tokens_at,
     size_t bytes, long long id)
 {
 	long long total, est;
-	json_t *rec;
 
 	if (type != NULL && a->model != NULL &&
 	    model_total_tokens(a->model) == tokens_at) {
@@ -87,15 +87,8 @@ agent_count_call(struct agent *a, const char *type, long long tokens_at,
 	agent_ev_totals(a);
 	if (total != a->tokens_journaled || id >= 0) {
 		a->tokens_journaled = total;
-		rec = json_pack("{s:I, s:I}", "tokens", (json_int_t)total,
-		    "estimated", (json_int_t)a->tokens_est);
-		if (rec != NULL && id >= 0)
-			(void)json_object_set_new(rec, "calls", json_pack("[I]",
-			    (json_int_t)id));
-		if (rec != NULL && a->priced)
-			(void)json_object_set_new(rec, "cost",
-			    json_real(agent_cost(a)));
-		(void)agent_record(a, "usage", rec);
+		agent_record_usage(a, total, a->tokens_est, &id, id >= 0,
+		    agent_cost(a));
 	}
 }
 
@@ -142,6 +135,17 @@ agent_failure_signature(const struct cell *c)
 	    c->detail ? c->detail : "") < 0)
 		return NULL;
 	return sig;
+}
+
+void
+agent_record_usage(struct agent *a, long long tokens, long long estimated,
+    const long long *calls, size_t ncalls, double cost)
+{
+	struct jf f[] = { JF_I("tokens", tokens), JF_I("estimated", estimated),
+	    ncalls > 0 ? JF_IA("calls", calls, ncalls) : JF_SKIP,
+	    a->priced ? JF_R("cost", cost) : JF_SKIP, JF_END };
+
+	(void)agent_record(a, "usage", f);
 }
 
 /*

@@ -9,6 +9,7 @@
  * settles it in one usage record (see agent_int.h).
  */
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/text/jsonf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +30,10 @@ estimate(size_t bytes)
 static void
 journal_mark(struct agent *a, struct call_mark *m, long long est)
 {
+	struct jf f[] = { JF_I("id", m->id), JF_I("estimated", est), JF_END };
+
 	m->journaled = est;
-	(void)agent_record(a, "call", json_pack("{s:I, s:I}", "id",
-	    (json_int_t)m->id, "estimated", (json_int_t)est));
+	(void)agent_record(a, "call", f);
 }
 
 void
@@ -105,8 +107,9 @@ unsettled(struct agent *a, long long *tokens)
 void
 agent_settle_cut_calls(struct agent *a)
 {
-	long long est;
-	json_t *ids = unsettled(a, &est), *rec;
+	long long est, *cut;
+	json_t *ids = unsettled(a, &est);
+	size_t i, n;
 
 	if (json_array_size(ids) == 0) {
 		json_decref(ids);
@@ -119,9 +122,12 @@ agent_settle_cut_calls(struct agent *a)
 	log_warnx("--resume: %zu model call%s cut by the restart: %lld "
 	    "estimated tokens counted", json_array_size(ids),
 	    json_array_size(ids) == 1 ? " was" : "s were", est);
-	rec = json_pack("{s:I, s:I, s:o}", "tokens", (json_int_t)a->tokens_base,
-	    "estimated", (json_int_t)est, "calls", ids);
-	if (rec != NULL && a->priced)
-		(void)json_object_set_new(rec, "cost", json_real(a->cost_base));
-	(void)agent_record(a, "usage", rec);
+	n = json_array_size(ids);
+	if ((cut = calloc(n, sizeof *cut)) != NULL) {
+		for (i = 0; i < n; i++)
+			cut[i] = json_integer_value(json_array_get(ids, i));
+		agent_record_usage(a, a->tokens_base, est, cut, n, a->cost_base);
+	}
+	free(cut);
+	json_decref(ids);
 }

@@ -16,6 +16,7 @@
  *   budgets    the budgets re-read from options (reload.c)
  */
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/text/jsonf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -206,6 +207,15 @@ queue_note(struct agent *a, const char *clean)
 	return 0;
 }
 
+static void
+record_note(struct agent *a, const char *text)
+{
+	struct jf f[] = { JF_S("from", "operator"), JF_S("text", text),
+	    JF_R("at", loop_wall()), JF_END };
+
+	(void)agent_record(a, "note", f);
+}
+
 static json_t *
 op_note(struct agent *a, const struct ctl_req *q)
 {
@@ -217,8 +227,7 @@ op_note(struct agent *a, const struct ctl_req *q)
 		return fail("out of memory");
 	}
 	a->notes_pending++;
-	(void)agent_record(a, "note", json_pack("{s:s, s:s, s:f}", "from",
-	    "operator", "text", clean, "at", loop_wall()));
+	record_note(a, clean);
 	log_info("a note from the operator, for the model's next request: %s",
 	    clean);
 	free(clean);
@@ -232,10 +241,12 @@ op_note(struct agent *a, const struct ctl_req *q)
 void
 agent_op_notes_delivered(struct agent *a)
 {
+	struct jf f[] = { JF_I("notes", a->notes_pending),
+	    JF_R("at", loop_wall()), JF_END };
+
 	if (a->notes_pending == 0)
 		return;
-	(void)agent_record(a, "note_delivered", json_pack("{s:i, s:f}",
-	    "notes", (int)a->notes_pending, "at", loop_wall()));
+	(void)agent_record(a, "note_delivered", f);
 	a->notes_pending = 0;
 	show_flags(a);
 }
@@ -418,6 +429,15 @@ static const struct {
 	{ CTL_KILL_CELL, op_kill_cell }, { CTL_BUDGETS, op_budgets },
 };
 
+static void
+record_operator(struct agent *a, enum ctl_cmd cmd)
+{
+	struct jf f[] = { JF_S("command", ctl_cmd_name(cmd)),
+	    JF_R("at", loop_wall()), JF_END };
+
+	(void)agent_record(a, "operator", f);
+}
+
 /* Every reply is redacted: a status may quote model-written text. */
 static char *
 handle(void *ctx, const struct ctl_req *q)
@@ -433,8 +453,7 @@ handle(void *ctx, const struct ctl_req *q)
 	/* what the operator did, for whoever reads the run afterwards */
 	if (q->cmd != CTL_STATUS && q->cmd != CTL_NOTE &&
 	    json_is_true(json_object_get(j, "ok")))
-		(void)agent_record(a, "operator", json_pack("{s:s, s:f}",
-		    "command", ctl_cmd_name(q->cmd), "at", loop_wall()));
+		record_operator(a, q->cmd);
 	s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	clean = s != NULL ? redact_string(a->red, s, strlen(s), &n) : NULL;

@@ -4,6 +4,7 @@
  * client's set-up and its outage waits (see agent_int.h).
  */
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/text/jsonf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,16 @@ agent_first_cell(const char *task)
 	return code;
 }
 
+static void
+record_outage(struct agent *a, const struct model_outage *o)
+{
+	struct jf f[] = { JF_R("since", o->since),
+	    JF_R("next_try_in", o->next_try_in), JF_S("reason", o->reason),
+	    JF_END };
+
+	(void)agent_record(a, "outage", f);
+}
+
 /* A model call waits out an outage (model.h; model.c logs each wait). */
 static void
 on_outage(void *ctx, const struct model_outage *o)
@@ -124,8 +135,7 @@ on_outage(void *ctx, const struct model_outage *o)
 	agent_ev_outage(a, o, what);
 	(void)snprintf(a->outage, sizeof a->outage, "%s", what);
 	agent_ev_status(a, "%s", what);
-	(void)agent_record(a, "outage", json_pack("{s:f, s:f, s:s}", "since",
-	    o->since, "next_try_in", o->next_try_in, "reason", o->reason));
+	record_outage(a, o);
 }
 
 int

@@ -5,6 +5,7 @@
  * first after a restart (see agent_int.h).
  */
 #include "supervisor/agent/agent_int.h"
+#include "supervisor/text/jsonf.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -250,6 +251,15 @@ open_locked(struct agent *a)
 	return 0;
 }
 
+static int
+record_start(struct agent *a)
+{
+	struct jf f[] = { JF_S("task", a->task), JF_S("model", a->cfg.model),
+	    JF_R("at", loop_wall()), JF_END };
+
+	return agent_record(a, a->cfg.resume ? "resume" : "run", f);
+}
+
 int
 agent_open_journal(struct agent *a)
 {
@@ -277,9 +287,7 @@ agent_open_journal(struct agent *a)
 		a->cfg.resume = 0;
 	if (a->cfg.resume && refuse_resume(a))
 		return 0;
-	if (agent_record(a, a->cfg.resume ? "resume" : "run", json_pack(
-	    "{s:s, s:s, s:f}", "task", a->task, "model", a->cfg.model, "at",
-	    loop_wall())) < 0)
+	if (record_start(a) < 0)
 		return -1;
 	if (a->cfg.resume)
 		agent_settle_cut_calls(a);

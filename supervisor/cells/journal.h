@@ -72,4 +72,14 @@ void journal_last(const struct journal *j, uint64_t *off, size_t *len);
  */
 char *journal_read_line(const struct journal *j, uint64_t off, size_t len);
 
+struct cell;
+struct jf;
+/*
+ * Appends a record of type with the fields f (text/jsonf.h), "v" and
+ * "type" added after them; journal_write's return and rules.
+ */
+int journal_append_f(struct journal *j, const char *type, const struct jf *f);
+/* Appends c's "input" (outputs 0) or "output" record; as journal_append_f. */
+int journal_append_cell(struct journal *j, const struct cell *c, int outputs);
+
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "supervisor/cells/journal.h"
+#include "supervisor/text/jsonf.h"
 #include "supervisor/text/utf8.h"
 
 /* --- a cell record from JSON ----------------------------------------------- */
@@ -292,6 +293,34 @@ journal_append(struct journal *j, const char *type, json_t *rec)
 	}
 	rc = journal_write(j, line, strlen(line));
 	free(line);
+	return rc;
+}
+
+int
+journal_append_f(struct journal *j, const char *type, const struct jf *f)
+{
+	json_t *rec = jf_json(f);
+	int rc;
+
+	if (rec == NULL)
+		return -1;
+	rc = journal_append(j, type, rec);
+	json_decref(rec);
+	return rc;
+}
+
+int
+journal_append_cell(struct journal *j, const struct cell *c, int outputs)
+{
+	json_t *rec = cells_journal_json(c, outputs);
+	int rc;
+
+	if (rec == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	rc = journal_append(j, outputs ? "output" : "input", rec);
+	json_decref(rec);
 	return rc;
 }
 
