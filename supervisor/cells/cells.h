@@ -205,6 +205,16 @@ const char *cells_ns_text(const struct cell *c, char *buf, size_t len);
 char *cells_snapshot_text(const struct cell *c);
 /* Back from the text (unknown or NULL: TIMEOUT_NONE, NS_KEPT). */
 enum cell_timeout cells_timeout_parse(const char *s);
+/*
+ * The whole record of c as compact JSON text (malloc'ed; *len its length
+ * when len is not NULL): the fields before (text/jsonf.h, or NULL), the
+ * record's ("cell", "source", inputs, outputs), the fields after. NULL
+ * with errno (ENOMEM). The form agentz exec --json, the --json events and
+ * the repair request show.
+ */
+struct jf;
+char *cells_json_text(const struct cell *c, const struct jf *before,
+    const struct jf *after, size_t *len);
 enum cell_ns cells_ns_parse(const char *s);
 
 #endif

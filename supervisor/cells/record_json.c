@@ -266,6 +266,28 @@ cells_json(const struct cell *c)
 	return o;
 }
 
+char *
+cells_json_text(const struct cell *c, const struct jf *before,
+    const struct jf *after, size_t *len)
+{
+	json_t *o = before != NULL ? jf_json(before) : json_object();
+	json_t *rec = cells_json(c);
+	json_t *tail = after != NULL ? jf_json(after) : json_object();
+	char *s = NULL;
+
+	if (o != NULL && rec != NULL && tail != NULL &&
+	    json_object_update(o, rec) == 0 && json_object_update(o, tail) == 0)
+		s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	json_decref(rec);
+	json_decref(tail);
+	if (s == NULL)
+		errno = ENOMEM;
+	else if (len != NULL)
+		*len = strlen(s);
+	return s;
+}
+
 json_t *
 cells_journal_json(const struct cell *c, int outputs)
 {
