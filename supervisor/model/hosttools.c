@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "supervisor/model/rewrite.h"
-
 /* Tool calls that the caller, not the server or the host, must answer. */
 static const char *const external_types[] = {
 	"function_call", "custom_tool_call", "computer_call",
@@ -61,13 +59,28 @@ hosttools_definitions(const struct hosttools *h)
 	return h->defs;
 }
 
+int
+hosttools_is_host_tool(const json_t *defs, const char *name)
+{
+	const char *host;
+	size_t i;
+	json_t *t;
+
+	json_array_foreach(defs, i, t) {
+		host = json_string_value(json_object_get(t, "name"));
+		if (name != NULL && host != NULL && strcmp(name, host) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 is_host_call(const struct hosttools *h, const json_t *item)
 {
 	const char *type = json_string_value(json_object_get(item, "type"));
 
 	return type != NULL && strcmp(type, "function_call") == 0 &&
-	    rewrite_is_host_tool(h->defs, json_string_value(json_object_get(
+	    hosttools_is_host_tool(h->defs, json_string_value(json_object_get(
 	    item, "name")));
 }
 

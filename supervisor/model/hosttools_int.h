@@ -3,7 +3,8 @@
  * state (hosttools.c: running the host calls of a response; hoststore.c:
  * their outputs kept; hostfill.c: the next request's input) and what
  * model.c calls. Nothing outside model/ includes it (but unit tests);
- * the public face is hosttools.h.
+ * the public face is hosttools.h. It brings jansson to model_int.h's
+ * files too.
  */
 #ifndef AGENTZ_HOSTTOOLS_INT_H
 #define AGENTZ_HOSTTOOLS_INT_H
@@ -44,6 +45,9 @@ struct hosttools {
 
 /* The host tool definitions appended to every request (borrowed). */
 const json_t *hosttools_definitions(const struct hosttools *h);
+
+/* Is name one of the host tools in defs (an array of definitions)? */
+int hosttools_is_host_tool(const json_t *defs, const char *name);
 
 /*
  * Runs the host calls of a completed response (borrowed) made by cell

@@ -25,7 +25,6 @@
 #include "common/log.h"
 #include "supervisor/model/http.h"
 #include "supervisor/model/response.h"
-#include "supervisor/model/rewrite.h"
 #include "supervisor/model/sse.h"
 #include "supervisor/model/streamred.h"
 

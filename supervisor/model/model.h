@@ -1,7 +1,7 @@
 /*
  * model.h - the model client: one call_me is one model_call, which may
  * span several HTTP requests (host-only responses are continued at once,
- * invisibly). Requests are rewritten (rewrite.h), streamed over http.h,
+ * invisibly). Requests are rewritten (rewrite.c), streamed over http.h,
  * parsed by sse.h + response.h; host tools run through hosttools.h.
  * Several calls may be in flight at once. A call's request is a struct
  * model_req: its input kept as JSON text, never parsed into a tree (an
@@ -30,7 +30,7 @@
 #include "supervisor/loop/loop.h"
 #include "supervisor/text/redact.h"
 
-/* What the engine sets on every request (rewrite.h). */
+/* What the engine sets on every request (rewrite.c). */
 struct model_settings {
 	const char *model;
 	const char *instructions;
@@ -110,7 +110,7 @@ struct model_answer;
 /* Its Response object as compact JSON text (malloc'ed, *len bytes and a
  * NUL), NULL / ENOMEM. */
 char *model_answer_json(const struct model_answer *ans, size_t *len);
-/* What it said, as one short line (said.h). Malloc'ed, NULL / ENOMEM. */
+/* What it said, as one short line (said.c). Malloc'ed, NULL / ENOMEM. */
 char *model_answer_said(const struct model_answer *ans,
     const struct redact *red, size_t max);
 

@@ -3,9 +3,12 @@
  * calls and their rounds), model_stream.c (a round's stream: SSE into the
  * assembler, events forwarded with redaction), model_outage.c (failures
  * and outage waits), model_wire.c (a call's request text, its input
- * kept as text, and continuations) and model_req.c (the request and the
- * answer as the caller sees them). Nothing else includes it; the public
- * face is model.h.
+ * kept as text, and continuations), model_req.c (the request and the
+ * answer as the caller sees them), rewrite.c (the request body as the
+ * engine sends it) and said.c (a response as one line). Nothing else
+ * includes it (but unit tests); the public face is model.h. jansson comes
+ * with hosttools_int.h: these files' JSON is the host tools' and the
+ * Responses API's (the stream assembler's is response_int.h's).
  */
 #ifndef AGENTZ_MODEL_INT_H
 #define AGENTZ_MODEL_INT_H
@@ -13,13 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "supervisor/model/http.h"
 #include "supervisor/model/hosttools_int.h"
 #include "supervisor/model/jspan.h"
 #include "supervisor/model/model.h"
 #include "supervisor/model/sse.h"
+#include "supervisor/text/redact.h"
 
 /* A call_me request (model.h): input kept as text, the rest parsed. */
 struct model_req {
@@ -113,5 +115,30 @@ int call_wire_build(struct call *c, json_t *body, struct jspan input);
 /* A host-only round: the next input, and it is posted. */
 void call_continue(struct call *c, const json_t *resp,
     const json_t *outputs);
+
+/* rewrite.c: the supervisor's rewriting of every call_me request body
+ * (SPEC §4): engine-set fields, reasoning effort only upward, host tools
+ * that cannot be replaced, extra_body stripped of protected keys and
+ * merged last, always streamed. */
+/*
+ * Builds the wire body from the caller's call_me parameters (not
+ * modified). host_tools is an array of tool definitions (borrowed).
+ * Returns a new object, or NULL with *err (malloc'ed) naming the problem
+ * when params is not an object.
+ */
+json_t *rewrite_request(json_t *params, const struct model_settings *s,
+    const json_t *host_tools, char **err);
+
+/* said.c: what a model response said, as one short line for a log
+ * message ("the model did not submit a repair cell; it said: ..."). */
+/*
+ * The text of response's output (borrowed; its message text and refusals,
+ * and "[called NAME]" for each tool call), secrets hidden by red (may be
+ * NULL), control characters and line breaks made spaces, runs of spaces
+ * made one, and cut to at most max bytes on a UTF-8 boundary with "..."
+ * when longer. "" when it said nothing. Malloc'ed; NULL / ENOMEM.
+ */
+char *said_text(const json_t *response, const struct redact *red,
+    size_t max);
 
 #endif /* AGENTZ_MODEL_INT_H */

@@ -12,7 +12,6 @@
 
 #include "common/buf.h"
 #include "supervisor/model/model_int.h"
-#include "supervisor/model/said.h"
 
 /* The parameters other than input may take at most this much text: they
  * are parsed into a tree (~21x the text for many small items). */

@@ -33,7 +33,6 @@
 #include "supervisor/model/delta.h"
 #include "supervisor/model/response_int.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -10,7 +10,6 @@
 
 #include "supervisor/model/response_int.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 

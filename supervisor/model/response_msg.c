@@ -10,7 +10,6 @@
 #include "supervisor/model/jspan.h"
 #include "supervisor/model/response_int.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

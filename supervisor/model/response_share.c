@@ -19,7 +19,6 @@
 
 #include "supervisor/model/jspan.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

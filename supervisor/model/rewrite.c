@@ -1,7 +1,7 @@
 /*
- * rewrite.c - request rewriting (see rewrite.h).
+ * rewrite.c - request rewriting (see model_int.h).
  */
-#include "supervisor/model/rewrite.h"
+#include "supervisor/model/model_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,21 +32,6 @@ in_list(const char *const *list, const char *s)
 	return 0;
 }
 
-int
-rewrite_is_host_tool(const json_t *host_tools, const char *name)
-{
-	const char *host;
-	size_t i;
-	json_t *t;
-
-	json_array_foreach(host_tools, i, t) {
-		host = json_string_value(json_object_get(t, "name"));
-		if (name != NULL && host != NULL && strcmp(name, host) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* reasoning.effort only goes up: missing, none, minimal, low -> medium. */
 static json_t *
 rewrite_reasoning(const json_t *given)
@@ -70,7 +55,7 @@ rewrite_tools(const json_t *given, const json_t *host_tools)
 
 	json_array_foreach(given, i, t) {
 		name = json_string_value(json_object_get(t, "name"));
-		if (!rewrite_is_host_tool(host_tools, name))
+		if (!hosttools_is_host_tool(host_tools, name))
 			(void)json_array_append(out, t);
 	}
 	json_array_foreach(host_tools, i, t)

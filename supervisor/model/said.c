@@ -1,7 +1,7 @@
 /*
- * said.c - a model response as one short, clean line (see said.h).
+ * said.c - a model response as one short, clean line (see model_int.h).
  */
-#include "supervisor/model/said.h"
+#include "supervisor/model/model_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

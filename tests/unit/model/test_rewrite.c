@@ -14,7 +14,7 @@
 
 #include "supervisor/model/hosttools.h"
 #include "tests/unit/hostbind.h"
-#include "supervisor/model/rewrite.h"
+#include "supervisor/model/model_int.h"
 
 static const struct model_settings settings = {
 	"gpt-test", "INSTR", "auto", 1000
