@@ -11,11 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/exitcodes.h"
 #include "supervisor/agent/agent.h"
-#include "supervisor/cells/record_json.h"
+#include "supervisor/cells/cells.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/ui/events.h"
 
@@ -170,10 +168,16 @@ ev_cell_start(void *ctx, const struct cell *c)
 static void
 ev_cell_end(void *ctx, const struct cell *c, const struct agent_totals *t)
 {
+	char *rec;
+	size_t len = 0;
+
 	(void)ctx;
 	(void)t;
-	if (events_enabled())
-		events_cell_end(cells_json(c));
+	if (!events_enabled())
+		return;
+	rec = cells_json_text(c, NULL, NULL, &len);
+	events_cell_end(rec, len);
+	free(rec);
 }
 
 static void

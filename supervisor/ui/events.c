@@ -337,14 +337,16 @@ events_rollback_fields(const json_t *record)
 }
 
 void
-events_cell_end(json_t *record)
+events_cell_end(const char *text, size_t len)
 {
-	json_t *f, *rb;
+	json_t *f, *rb, *record;
 
-	if (!ev.on) {
-		json_decref(record);
+	if (!ev.on)
 		return;
-	}
+	/* The text is jansson's own dump of the record: parsed back, the
+	 * tree (and so the event's line) is the one it was dumped from. */
+	record = text != NULL ? json_loadb(text, len, JSON_ALLOW_NUL, NULL) :
+	    NULL;
 	flush_held(0);
 	flush_held(1);
 	rb = events_rollback_fields(record);

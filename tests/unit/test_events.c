@@ -140,7 +140,7 @@ read_events(int r)
 	assert_true(n < 0 && errno == EAGAIN);
 	buf[len] = '\0';
 	for (p = buf; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
-		ev = json_loadb(p, (size_t)(nl - p), 0, NULL);
+		ev = json_loadb(p, (size_t)(nl - p), JSON_ALLOW_NUL, NULL);
 		if (ev == NULL)
 			fail_msg("not a JSON line: %.*s", (int)(nl - p), p);
 		(void)json_array_append_new(all, ev);
@@ -160,7 +160,8 @@ test_stream(void **state)
 {
 	struct redact *red = redact_new();
 	int r = stdout_pipe();
-	json_t *all, *ev;
+	json_t *all, *ev, *rec;
+	char *text;
 	size_t i;
 
 	(void)state;
@@ -173,7 +174,17 @@ test_stream(void **state)
 	events_cell_output(1, 2, "\xe2\x82", 2);	/* held, then flushed */
 	events_emit("stop", json_pack("{s:i, s:s}", "exit", 0, "reason",
 	    "quit() " SECRET));
-	events_cell_end(record("rolled back to before cell 3", NULL));
+	rec = record("rolled back to before cell 3", NULL);
+	/* the record's strings are redacted too; a NUL in one survives */
+	assert_int_equal(json_object_set_new(rec, "output",
+	    json_string("x " SECRET)), 0);
+	assert_int_equal(json_object_set_new(rec, "traceback",
+	    json_stringn("a\0b", 3)), 0);
+	text = json_dumps(rec, JSON_COMPACT);
+	assert_non_null(text);
+	events_cell_end(text, strlen(text));
+	free(text);
+	json_decref(rec);
 	all = read_events(r);
 	assert_int_equal(json_array_size(all), 6);
 	json_array_foreach(all, i, ev) {
@@ -195,6 +206,10 @@ test_stream(void **state)
 	assert_string_equal(str(json_array_get(all, 4), "type"), "cell_end");
 	assert_string_equal(str(json_object_get(json_array_get(all, 4),
 	    "record"), "namespace"), "rolled back to before cell 3");
+	assert_string_equal(str(json_object_get(json_array_get(all, 4),
+	    "record"), "output"), "x [REDACTED]");
+	assert_int_equal(json_string_length(json_object_get(json_object_get(
+	    json_array_get(all, 4), "record"), "traceback")), 3);
 	assert_string_equal(str(json_array_get(all, 5), "type"), "rollback");
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(all,
 	    5), "to_before_cell")), 3);
