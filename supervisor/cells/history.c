@@ -12,8 +12,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "supervisor/cells/record_json.h"
 
 /* Bytes of j as compact JSON. */
