@@ -62,13 +62,13 @@ json_t *events_str(const char *s);
 void events_cell_output(long cell, int stream, const char *p, size_t n);
 
 /*
- * The cell's record is complete (record: its JSON text, len bytes, as
+ * The cell's record is complete (text: the record's JSON, len bytes, as
  * cells_json_text() writes it; NULL: cell_end without it): the output
  * held back, cell_end with the record, then rollback when the record
  * says so. The text is parsed here: its strings pass the redactor as
  * every event's do.
  */
-void events_cell_end(const char *record, size_t len);
+void events_cell_end(const char *text, size_t len);
 
 /*
  * The fields of the rollback event a cell record calls for (its
