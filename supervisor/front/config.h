@@ -15,9 +15,6 @@
 #include "supervisor/world/view.h"
 
 
-/* --sandbox: the worker's seccomp profile */
-enum sandbox_profile { SANDBOX_OFF, SANDBOX_DEFAULT, SANDBOX_STRICT };
-
 struct config {
 	int json;
 	int verbose;
