@@ -15,7 +15,6 @@
 
 #include "common/exitcodes.h"
 #include "supervisor/agent/agent.h"
-#include "supervisor/cells/record_json.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/ui/events.h"
 
@@ -173,7 +172,7 @@ ev_cell_end(void *ctx, const struct cell *c, const struct agent_totals *t)
 	(void)ctx;
 	(void)t;
 	if (events_enabled())
-		events_cell_end(cells_json(c));
+		events_cell_end(c);
 }
 
 static void
