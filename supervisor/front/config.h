@@ -19,7 +19,7 @@ struct config {
 	int json;
 	int verbose;
 	const char *worker_path;	/* default: next to our executable */
-	enum sandbox_profile sandbox;
+	enum sandbox_profile sandbox;	/* --sandbox (run/workers.h) */
 	int sandbox_debug;
 	enum snapshot_policy snapshot;
 	size_t output_limit;
