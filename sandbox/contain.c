@@ -10,9 +10,8 @@
  * cgroup v1 (what this kind of machine has) uses one
  * agentz-<pid>/worker-N directory per controller: memory, pids and freezer
  * (freeze, SIGKILL every task, thaw: nothing can fork during the kill).
- * A worker's groups are a struct contain_group; contain_prepare and the
- * calls after it keep one current group for callers of one worker. A
- * group freed while its tasks are still exiting waits on a list.
+ * A worker's groups are a struct contain_group. A group freed while its
+ * tasks are still exiting waits on a list.
  */
 #include "sandbox/contain.h"
 
@@ -53,7 +52,6 @@ struct contain {
 	struct contain_limits lim;
 	enum cg_kind kind;
 	char base[V1_COUNT][PATH_LEN];	/* v1: per controller; v2: [0] */
-	struct contain_group *cur;	/* contain_prepare's, or NULL */
 	struct contain_group *dying;	/* freed, tasks were still there */
 	int pidns;
 	char mech[160];
@@ -456,8 +454,6 @@ contain_group_free(struct contain_group *g)
 {
 	if (g == NULL)
 		return;
-	if (g->c->cur == g)
-		g->c->cur = NULL;
 	if (remove_dirs(g) == 0) {
 		free(g);
 		return;
@@ -474,49 +470,6 @@ group_empty(const struct contain_group *g)
 
 	return read_file(g->dir[0], "cgroup.procs", buf, sizeof buf) == 0 &&
 	    buf[0] == '\0';
-}
-
-/* --- the current group (one worker at a time) -------------------------- */
-
-int
-contain_prepare(struct contain *c, unsigned generation)
-{
-	contain_group_free(c->cur);
-	if (ncontrollers(c) == 0)
-		return 0;
-	c->cur = contain_group_new(c, generation);
-	return c->cur != NULL ? 0 : -1;
-}
-
-int
-contain_attach(struct contain *c, pid_t pid)
-{
-	return c->cur != NULL ? contain_group_attach(c->cur, pid) : 0;
-}
-
-int
-contain_kill(struct contain *c)
-{
-	return c->cur != NULL ? contain_group_kill(c->cur) : 0;
-}
-
-void
-contain_stats(struct contain *c, struct contain_stats *st)
-{
-	if (c->cur != NULL)
-		contain_group_stats(c->cur, st);
-	else
-		memset(st, 0, sizeof *st);
-}
-
-void
-contain_release(struct contain *c)
-{
-	if (c->cur == NULL)
-		return;
-	if (!group_empty(c->cur))
-		(void)contain_group_kill(c->cur);
-	contain_group_free(c->cur);
 }
 
 /*
@@ -556,7 +509,6 @@ contain_free(struct contain *c)
 
 	if (c == NULL)
 		return;
-	contain_release(c);
 	drain_dying(c);
 	if (c->kind == CG_V1)
 		for (i = 0; i < V1_COUNT; i++)

@@ -40,9 +40,8 @@ struct contain_stats {
  * mechanisms list says what is active. NULL only on ENOMEM.
  */
 struct contain *contain_new(const struct contain_limits *lim);
-/* Kills what is left in the current group and in groups freed while
- * busy, waits a bounded time for them to empty and removes the run's
- * cgroups. Accepts NULL. */
+/* Kills what is left in the groups freed while busy, waits a bounded
+ * time for them to empty and removes the run's cgroups. Accepts NULL. */
 void contain_free(struct contain *c);
 
 /*
@@ -87,23 +86,6 @@ int contain_group_oom_group(struct contain_group *g, int on);
  */
 void contain_group_free(struct contain_group *g);
 
-/*
- * The current group: one worker at a time, over the calls above.
- * contain_prepare creates worker-<generation> (before the fork) and
- * frees the previous current group; with no cgroups it and the others
- * do nothing and succeed.
- */
-int contain_prepare(struct contain *c, unsigned generation);
-/* Moves pid into the current group (before it execs). */
-int contain_attach(struct contain *c, pid_t pid);
-/* SIGKILLs every task of the current group. */
-int contain_kill(struct contain *c);
-/* Reads the current group's accounting; zeros without one. */
-void contain_stats(struct contain *c, struct contain_stats *st);
-/* Kills what is left in the current group and frees it (removed once
- * empty); there is no current group after. */
-void contain_release(struct contain *c);
-
 /* Which mechanisms are active, e.g. "cgroup-v1,pid-namespace,subreaper". */
 const char *contain_mechanisms(const struct contain *c);
 /* Records that the worker was cloned into a PID namespace (or not). */
@@ -116,21 +98,19 @@ int contain_has_cgroup(const struct contain *c);
  */
 int contain_subreaper(void);
 /*
- * Kills and reaps every child of ours that is not `keep` (orphans of an
- * earlier worker, reparented to us). Returns how many were swept.
- */
-int contain_sweep(pid_t keep);
-/*
  * The children of parent's main thread, from /proc/<parent>/task/<parent>/
  * children, into out (at most max). Returns how many.
  */
 int contain_children(pid_t parent, pid_t *out, int max);
-/* contain_sweep / contain_reap sparing every pid of keep[nkeep] (the
- * jail's init and the spawners of the run's workers). */
+/*
+ * Kills and reaps every child of ours that is not one of keep[nkeep] (the
+ * jail's init and the spawners of the run's workers; orphans of an
+ * earlier worker are reparented to us). Returns how many were swept.
+ */
 int contain_sweep_except(const pid_t *keep, int nkeep);
+/* Reaps exited children of ours other than keep[nkeep] (on SIGCHLD).
+ * Returns how many. */
 int contain_reap_except(const pid_t *keep, int nkeep);
-/* Reaps exited children of ours other than keep (on SIGCHLD). */
-int contain_reap(pid_t keep);
 
 /*
  * For the forked child, before exec (async-signal-safe): drops every

@@ -121,19 +121,7 @@ contain_sweep_except(const pid_t *keep, int nkeep)
 }
 
 int
-contain_sweep(pid_t keep)
-{
-	return contain_sweep_except(&keep, 1);
-}
-
-int
 contain_reap_except(const pid_t *keep, int nkeep)
 {
 	return sweep_round(keep, nkeep, 0);
-}
-
-int
-contain_reap(pid_t keep)
-{
-	return sweep_round(&keep, 1, 0);
 }

@@ -207,7 +207,7 @@ void agent_ev_cell_start(const struct agent *a, const struct cell *c);
 void agent_ev_cell_end(const struct agent *a, const struct cell *c);
 void agent_output(void *ctx, const struct cell *c, int stream, const char *p,
     size_t n);
-void agent_ev_kill(void *ctx, const struct cell *c, const char *stage,
+void agent_ev_kill(void *ctx, const struct cell *c, enum ladder_step step,
     const char *why);
 void agent_ev_repair(const struct agent *a, const struct cell *failed);
 /* numbers q (1, 2, ... in the run) and starts its clock */

@@ -153,12 +153,12 @@ agent_output(void *ctx, const struct cell *c, int stream, const char *p,
 }
 
 void
-agent_ev_kill(void *ctx, const struct cell *c, const char *stage,
+agent_ev_kill(void *ctx, const struct cell *c, enum ladder_step step,
     const char *why)
 {
 	struct agent *a = ctx;
 
-	EMIT(a, kill, c, stage, why);
+	EMIT(a, kill, c, step, why);
 }
 
 void

@@ -13,6 +13,7 @@
 
 #include "supervisor/cells/cells.h"
 #include "supervisor/model/model.h"
+#include "supervisor/run/runner.h"
 
 /* The summary of a repair cell: the cell the model gave after a repair
  * request. */
@@ -76,7 +77,9 @@ struct agent_observer {
 	/* c's record is complete. */
 	void (*cell_end)(void *ctx, const struct cell *c,
 	    const struct agent_totals *t);
-	void (*kill)(void *ctx, const struct cell *c, const char *stage,
+	/* A step of c's deadline ladder (run/runner.h's enum; the
+	 * listeners name it); why in one line. */
+	void (*kill)(void *ctx, const struct cell *c, enum ladder_step step,
 	    const char *why);
 	/* A repair request for failed; its cell will be next. */
 	void (*repair)(void *ctx, const struct cell *failed, uint32_t next,

@@ -30,8 +30,7 @@
 struct conn {
 	struct ctl *ctl;
 	int fd;
-	char in[CTL_LINE_MAX];
-	size_t inlen;
+	struct buf in;		/* unread: at most CTL_LINE_MAX */
 	struct buf out;
 	int closing;
 	uint64_t idle;
@@ -94,6 +93,7 @@ conn_free(struct conn *k)
 	loop_unwatch(c->loop, k->fd);
 	loop_timer_cancel(c->loop, k->idle);
 	(void)close(k->fd);
+	buf_clear(&k->in);
 	buf_clear(&k->out);
 	free(k);
 }
@@ -178,21 +178,22 @@ request(struct conn *k, const char *line, size_t n)
 	queue(k, reply != NULL ? reply : error_reply("out of memory"));
 }
 
-/* Every complete line in k->in; a full buffer without one is refused. */
+/* Every complete line in k->in (each read past, not moved); a full
+ * buffer without one is refused. */
 static void
 lines(struct conn *k)
 {
-	char *nl;
+	const char *p, *nl;
 	size_t used;
 
-	while (!k->closing && (nl = memchr(k->in, '\n', k->inlen)) != NULL) {
-		used = (size_t)(nl - k->in) + 1;
-		request(k, k->in, used - 1);
-		memmove(k->in, k->in + used, k->inlen - used);
-		k->inlen -= used;
+	while (!k->closing && (p = (const char *)buf_rdata(&k->in)) != NULL &&
+	    (nl = memchr(p, '\n', buf_rlen(&k->in))) != NULL) {
+		used = (size_t)(nl - p) + 1;
+		request(k, p, used - 1);
+		buf_skip(&k->in, used);
 		arm_idle(k);
 	}
-	if (!k->closing && k->inlen == sizeof k->in) {
+	if (!k->closing && buf_rlen(&k->in) == CTL_LINE_MAX) {
 		queue(k, error_reply("request line too long (the limit is "
 		    "4096 bytes with its newline)"));
 		k->closing = 1;
@@ -203,19 +204,19 @@ static void
 conn_io(struct loop *l, int fd, short revents, void *ctx)
 {
 	struct conn *k = ctx;
+	char chunk[CTL_LINE_MAX];
 	ssize_t n;
 
 	(void)l;
 	if ((revents & POLLIN) && !k->closing) {
-		n = read(fd, k->in + k->inlen, sizeof k->in - k->inlen);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			conn_free(k);
+		n = read(fd, chunk, CTL_LINE_MAX - buf_rlen(&k->in));
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+		    (n > 0 && buf_append(&k->in, chunk, (size_t)n) < 0)) {
+			conn_free(k);	/* (or no memory to hold it) */
 			return;
 		}
-		if (n > 0) {
-			k->inlen += (size_t)n;
+		if (n > 0)
 			lines(k);
-		}
 	} else if ((revents & (POLLHUP | POLLERR | POLLNVAL)) &&
 	    !(revents & POLLOUT)) {
 		conn_free(k);
@@ -242,6 +243,8 @@ conn_add(struct ctl *c, int fd)
 	}
 	k->ctl = c;
 	k->fd = fd;
+	buf_init(&k->in);
+	buf_set_max(&k->in, CTL_LINE_MAX);
 	buf_init(&k->out);
 	buf_set_max(&k->out, CTL_OUT_MAX);
 	if (loop_watch(c->loop, fd, POLLIN, conn_io, k) < 0) {

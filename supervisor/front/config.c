@@ -140,10 +140,9 @@ usage(const char *cmd, FILE *f)
 	(void)fputs(is_exec(cmd) ? exec_tail : agent_tail, f);
 }
 
-/* The values of --sandbox, --snapshot and --isolation, in their enums'
- * order (--isolation's first, AUTO, is its absence). */
-static const char *const sandbox_names[] = { "off", "default", "strict",
-	NULL };
+/* The values of --snapshot and --isolation, in their enums' order
+ * (--isolation's first, AUTO, is its absence); --sandbox's are the
+ * worker's (workers.h). */
 static const char *const snapshot_names[] = { "auto", "always", "never",
 	NULL };
 static const char *const isolation_names[] = {
@@ -189,8 +188,8 @@ static const struct opt {
 	{ "json", K_FLAG, OFF(json), 0, 0, NULL, 0, 0, 0, 'j' },
 	{ "verbose", K_MORE, OFF(verbose), 0, 0, NULL, 0, 0, 0, 'v' },
 	{ "worker", K_STR, OFF(worker_path), 0, 0, NULL, 0, 0, 0, 0 },
-	{ "sandbox", K_CHOICE, OFF(sandbox), 0, 0, sandbox_names, 0, 0, 0,
-	    0 },
+	{ "sandbox", K_CHOICE, OFF(sandbox), 0, 0, worker_sandbox_names, 0, 0,
+	    0, 0 },
 	{ "sandbox-debug", K_FLAG, OFF(sandbox_debug), 0, 0, NULL, 0, 0, 0,
 	    0 },
 	{ "snapshot", K_CHOICE, OFF(snapshot), 0, 0, snapshot_names, 0, 0, 0,
@@ -249,7 +248,7 @@ static const struct opt {
 const char *
 config_sandbox_name(enum sandbox_profile p)
 {
-	return sandbox_names[p];
+	return worker_sandbox_names[p];
 }
 
 const char *
@@ -622,7 +621,7 @@ config_runner(struct runner_config *rc, const struct config *c,
 {
 	memset(rc, 0, sizeof *rc);
 	rc->worker.path = wpath;
-	rc->worker.sandbox = sandbox_names[c->sandbox];
+	rc->worker.sandbox = c->sandbox;
 	rc->worker.sandbox_debug = c->sandbox_debug;
 	rc->worker.max_frame = c->max_frame;
 	rc->worker.output_limit = c->output_limit;

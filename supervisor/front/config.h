@@ -15,14 +15,11 @@
 #include "supervisor/world/view.h"
 
 
-/* --sandbox: the worker's seccomp profile */
-enum sandbox_profile { SANDBOX_OFF, SANDBOX_DEFAULT, SANDBOX_STRICT };
-
 struct config {
 	int json;
 	int verbose;
 	const char *worker_path;	/* default: next to our executable */
-	enum sandbox_profile sandbox;
+	enum sandbox_profile sandbox;	/* --sandbox (run/workers.h) */
 	int sandbox_debug;
 	enum snapshot_policy snapshot;
 	size_t output_limit;

@@ -47,7 +47,7 @@ ladder_arm(struct runner *r, uint64_t ms)
 
 /* The front end hears each step of the ladder. */
 static void
-tell_kill(struct runner *r, const char *stage)
+tell_kill(struct runner *r, enum ladder_step step)
 {
 	char why[96];
 
@@ -55,7 +55,7 @@ tell_kill(struct runner *r, const char *stage)
 		return;
 	(void)snprintf(why, sizeof why, "the cell exceeded its %.3g s timeout",
 	    (double)r->cfg.cell_timeout_ms / 1000.0);
-	r->ops.kill(r->ctx, r->current, stage, why);
+	r->ops.kill(r->ctx, r->current, step, why);
 }
 
 /* interrupt -> stack dump -> kill: SIGKILL of the worker's tree. */
@@ -68,7 +68,7 @@ on_kill(struct loop *l, void *ctx)
 	r->ladder.timer = 0;
 	step_to(r, LADDER_KILLED, 0, NULL);
 	r->ladder.kill_us = loop_now_us();
-	tell_kill(r, "kill");
+	tell_kill(r, LADDER_KILLED);
 	worker_kill(r->w, NULL);
 }
 
@@ -95,7 +95,7 @@ on_grace(struct loop *l, void *ctx)
 	if (r->current == NULL)
 		return;
 	r->current->timeout_stage = TIMEOUT_KILLED;
-	tell_kill(r, "stack_dump");
+	tell_kill(r, LADDER_DUMPING);
 	if (worker_dump_stacks(r->w) < 0) {
 		on_kill(l, r);
 		return;
@@ -115,7 +115,7 @@ on_deadline(struct loop *l, void *ctx)
 		return;
 	r->ladder.deadline_us = loop_now_us();
 	r->current->timeout_stage = TIMEOUT_INTERRUPTED;
-	tell_kill(r, "interrupt");
+	tell_kill(r, LADDER_INTERRUPTED);
 	(void)worker_interrupt(r->w);
 	step_to(r, LADDER_INTERRUPTED, r->cfg.grace_ms, on_grace);
 }

@@ -54,6 +54,16 @@ struct runner_config {
 	void (*pause_ui)(int paused);
 };
 
+/* The steps of the running cell's deadline ladder (run/ladder.c); the
+ * last three are told to the front end (runner_ops.kill). */
+enum ladder_step {
+	LADDER_OFF,		/* no deadline timer (no cell, or none) */
+	LADDER_ARMED,		/* the deadline timer runs */
+	LADDER_INTERRUPTED,	/* SIGINT sent; the grace timer runs */
+	LADDER_DUMPING,		/* stack dump asked; the kill timer runs */
+	LADDER_KILLED		/* SIGKILL sent: the death follows */
+};
+
 struct runner_ops {
 	/* Live output of the running cell (c NULL between cells). */
 	void (*output)(void *ctx, const struct cell *c, int stream,
@@ -65,10 +75,11 @@ struct runner_ops {
 	    const struct msg_request *r);
 	/* The worker cannot be started: the run must end. */
 	void (*fatal)(void *ctx, const char *why);
-	/* A step of c's deadline ladder: stage "interrupt" (SIGINT),
-	 * "stack_dump" (the grace ran out), "kill" (SIGKILL of the tree);
-	 * why in one line. NULL: not wanted. */
-	void (*kill)(void *ctx, const struct cell *c, const char *stage,
+	/* A step of c's deadline ladder: LADDER_INTERRUPTED (SIGINT),
+	 * LADDER_DUMPING (the grace ran out: the stack dump),
+	 * LADDER_KILLED (SIGKILL of the tree); why in one line. NULL: not
+	 * wanted. */
+	void (*kill)(void *ctx, const struct cell *c, enum ladder_step step,
 	    const char *why);
 };
 

@@ -31,19 +31,12 @@
 #include "supervisor/run/workers.h"
 
 /*
- * The running cell's deadline ladder: at the deadline SIGINT (the cell
- * sees KeyboardInterrupt), after the grace period a faulthandler dump
- * of every thread's stack, then (dump arrived or not) SIGKILL of the
- * worker's tree. The record's timeout_stage says how far it went.
+ * The running cell's deadline ladder (its steps: enum ladder_step,
+ * runner.h): at the deadline SIGINT (the cell sees KeyboardInterrupt),
+ * after the grace period a faulthandler dump of every thread's stack,
+ * then (dump arrived or not) SIGKILL of the worker's tree. The record's
+ * timeout_stage says how far it went.
  */
-enum ladder_step {
-	LADDER_OFF,		/* no deadline timer (no cell, or none) */
-	LADDER_ARMED,		/* the deadline timer runs */
-	LADDER_INTERRUPTED,	/* SIGINT sent; the grace timer runs */
-	LADDER_DUMPING,		/* stack dump asked; the kill timer runs */
-	LADDER_KILLED		/* SIGKILL sent: the death follows */
-};
-
 struct ladder {
 	enum ladder_step step;
 	uint64_t timer;		/* the step's timer, 0: none */

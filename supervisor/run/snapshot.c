@@ -28,7 +28,7 @@ refusal(const struct runner *r)
 		return "--snapshot never";
 	if (!jail_active(r->jail))
 		return "snapshots need the run's isolation (jail)";
-	if (strcmp(r->cfg.worker.sandbox, "strict") == 0)
+	if (r->cfg.worker.sandbox == SANDBOX_STRICT)
 		return "off under --sandbox strict";
 	if (r->cfg.snapshot == SNAPSHOT_ALWAYS || r->cfg.snapshot_every_cell ||
 	    r->last_cell_us >= AUTO_SLOW_US || r->last_rss_kb >= AUTO_BIG_KB)

@@ -85,9 +85,17 @@ struct worker_ops {
 	void (*snapped)(struct worker *w, void *ctx);
 };
 
+/* The worker's seccomp profile (--sandbox), in the order of the names
+ * below. */
+enum sandbox_profile { SANDBOX_OFF, SANDBOX_DEFAULT, SANDBOX_STRICT };
+
+/* The profiles' names, as agentz and agentz-worker take them on their
+ * command lines, in the enum's order; NULL-terminated. */
+extern const char *const worker_sandbox_names[];
+
 struct worker_config {
 	const char *path;		/* agentz-worker executable */
-	const char *sandbox;		/* "off" | "default" | "strict" */
+	enum sandbox_profile sandbox;
 	int sandbox_debug;
 	size_t max_frame;
 	size_t output_limit;		/* a traceback's head + tail, 0 none */

@@ -32,6 +32,9 @@
 #define MAX_ARGS 20
 #define MAX_ENV 256
 
+const char *const worker_sandbox_names[] = { "off", "default", "strict",
+	NULL };
+
 static const char *const env_allow[] = {
 	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE",
 	"LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
@@ -105,7 +108,7 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	(void)snprintf(a->num[5], 24, "%u", wworker_next_gen(w));
 	a->argv[n++] = (char *)(uintptr_t)"agentz-worker";
 	a->argv[n++] = (char *)(uintptr_t)"--sandbox";
-	a->argv[n++] = (char *)(uintptr_t)w->cfg.sandbox;
+	a->argv[n++] = (char *)(uintptr_t)worker_sandbox_names[w->cfg.sandbox];
 	a->argv[n++] = (char *)(uintptr_t)"--protect-pid";
 	a->argv[n++] = a->num[0];
 	a->argv[n++] = (char *)(uintptr_t)"--protect-pgid";

@@ -168,27 +168,40 @@ ev_cell_start(void *ctx, const struct cell *c)
 static void
 ev_cell_end(void *ctx, const struct cell *c, const struct agent_totals *t)
 {
-	char *rec;
-	size_t len = 0;
-
 	(void)ctx;
 	(void)t;
-	if (!events_enabled())
-		return;
-	rec = cells_json_text(c, NULL, NULL, &len);
-	events_cell_end(rec, len);
-	free(rec);
+	if (events_enabled())
+		events_cell_end(c);
+}
+
+/* The kill event's "stage" for a step of the ladder (the steps before
+ * the deadline are never told). */
+static const char *
+kill_stage(enum ladder_step step)
+{
+	switch (step) {
+	case LADDER_INTERRUPTED:
+		return "interrupt";
+	case LADDER_DUMPING:
+		return "stack_dump";
+	case LADDER_KILLED:
+		return "kill";
+	case LADDER_OFF:
+	case LADDER_ARMED:
+		break;
+	}
+	return "none";
 }
 
 static void
-ev_kill(void *ctx, const struct cell *c, const char *stage,
+ev_kill(void *ctx, const struct cell *c, enum ladder_step step,
     const char *why)
 {
 	(void)ctx;
 	if (!events_enabled())
 		return;
 	events_emit("kill", json_pack("{s:i, s:s, s:o}", "cell", (int)c->n,
-	    "stage", stage, "reason", events_str(why)));
+	    "stage", kill_stage(step), "reason", events_str(why)));
 }
 
 static void

@@ -10,12 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "supervisor/cells/cells.h"
 #include "supervisor/ui/out.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/text/utf8.h"
-
-#define ROLLED_BACK	"rolled back"
-#define BEFORE_CELL	"rolled back to before cell "
 
 /* The end of a cell's output not yet sent: a UTF-8 character begun. */
 struct held {
@@ -310,46 +308,40 @@ events_cell_output(long cell, int stream, const char *p, size_t n)
 /* --- the end of a cell -------------------------------------------------------- */
 
 json_t *
-events_rollback_fields(const json_t *record)
+events_rollback_fields(const struct cell *c, const json_t *record)
 {
-	const char *ns = json_string_value(json_object_get(record,
-	    "namespace"));
 	json_t *lost = json_object_get(record, "threads_lost");
+	char buf[64];
+	const char *ns = cells_ns_text(c, buf, sizeof buf);
 	json_t *f;
-	char *end;
-	long before;
 
-	if (ns == NULL || strncmp(ns, ROLLED_BACK, strlen(ROLLED_BACK)) != 0)
+	if (ns == NULL || c->ns != NS_ROLLED_BACK)
 		return NULL;
-	f = json_pack("{s:O?, s:s}", "cell", json_object_get(record, "cell"),
-	    "namespace", ns);
-	if (f == NULL)
-		return NULL;
-	if (strncmp(ns, BEFORE_CELL, strlen(BEFORE_CELL)) == 0) {
-		before = strtol(ns + strlen(BEFORE_CELL), &end, 10);
-		if (end != ns + strlen(BEFORE_CELL) && before >= 0)
-			(void)json_object_set_new(f, "to_before_cell",
-			    json_integer(before));
-	}
-	if (lost != NULL)
+	f = json_pack("{s:I, s:s, s:I}", "cell", (json_int_t)c->n,
+	    "namespace", ns, "to_before_cell", (json_int_t)c->n);
+	if (f != NULL && lost != NULL)
 		(void)json_object_set(f, "threads_lost", lost);
 	return f;
 }
 
 void
-events_cell_end(const char *text, size_t len)
+events_cell_end(const struct cell *c)
 {
 	json_t *f, *rb, *record;
+	char *text;
+	size_t len = 0;
 
 	if (!ev.on)
 		return;
-	/* The text is jansson's own dump of the record: parsed back, the
-	 * tree (and so the event's line) is the one it was dumped from. */
+	/* the record as cells_json_text writes it, parsed back: jansson's
+	 * own dump, so the tree (and the event's line) is the one dumped */
+	text = cells_json_text(c, NULL, NULL, &len);
 	record = text != NULL ? json_loadb(text, len, JSON_ALLOW_NUL, NULL) :
 	    NULL;
+	free(text);
 	flush_held(0);
 	flush_held(1);
-	rb = events_rollback_fields(record);
+	rb = events_rollback_fields(c, record);
 	f = json_pack("{s:O?, s:O?, s:O?, s:I, s:o?}", "cell",
 	    json_object_get(record, "cell"), "status",
 	    json_object_get(record, "status"), "kind",

@@ -61,22 +61,22 @@ json_t *events_str(const char *s);
  * events. A UTF-8 character split across chunks is kept whole. */
 void events_cell_output(long cell, int stream, const char *p, size_t n);
 
-/*
- * The cell's record is complete (text: the record's JSON, len bytes, as
- * cells_json_text() writes it; NULL: cell_end without it): the output
- * held back, cell_end with the record, then rollback when the record
- * says so. The text is parsed here: its strings pass the redactor as
- * every event's do.
- */
-void events_cell_end(const char *text, size_t len);
+struct cell;
 
 /*
- * The fields of the rollback event a cell record calls for (its
- * "namespace" starts with "rolled back"): "cell", "namespace",
- * "to_before_cell" (when the text names it: "rolled back to before cell
- * N") and "threads_lost" (when the record has it). A new object, or NULL
- * when the record says nothing was rolled back.
+ * Cell c's record is complete: the output held back, cell_end with the
+ * record (cells/record_json.h's form), then rollback when c's namespace
+ * was rolled back.
  */
-json_t *events_rollback_fields(const json_t *record);
+void events_cell_end(const struct cell *c);
+
+/*
+ * The fields of the rollback event for cell c, whose record (its JSON
+ * form) is record: "cell", "namespace" (the record's text),
+ * "to_before_cell" (c's number: the snapshot was taken before it) and
+ * "threads_lost" (as the record has it, when it has it). A new object, or
+ * NULL when c's namespace was not rolled back (or c still runs).
+ */
+json_t *events_rollback_fields(const struct cell *c, const json_t *record);
 
 #endif

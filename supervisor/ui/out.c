@@ -226,39 +226,21 @@ out_try_write(struct outq *q, const char *p, size_t n)
 			break;
 		} else {
 			q->mode = M_BROKEN;	/* EPIPE, EIO, ...: gone */
-			q->len = 0;
+			buf_reset(&q->b);
 		}
 	}
 	return q->mode == M_BROKEN ? n : done;
 }
 
-/* Queues p[0..n); the buffer grows beyond OUT_CAP only for records. */
+/* Queues p[0..n) (the callers keep it within OUT_CAP but for records;
+ * the written prefix is dropped only when the room is needed). */
 void
 out_append(struct outq *q, const char *p, size_t n)
 {
-	size_t want = q->len + n;
-	char *nb;
-
 	if (n == 0)
 		return;
-	if (q->head + want > q->cap && want <= q->cap) {
-		memmove(q->buf, q->buf + q->head, q->len);
-		q->head = 0;
-	} else if (q->head + want > q->cap) {
-		if (want < OUT_CAP)
-			want = OUT_CAP;
-		nb = malloc(want);
-		if (nb == NULL)
-			return;	/* no memory: this piece is lost */
-		if (q->len > 0)
-			memcpy(nb, q->buf + q->head, q->len);
-		free(q->buf);
-		q->buf = nb;
-		q->cap = want;
-		q->head = 0;
-	}
-	memcpy(q->buf + q->head + q->len, p, n);
-	q->len += n;
+	if (buf_append(&q->b, p, n) < 0)
+		return;	/* no memory: this piece is lost */
 	q->tail_nl = p[n - 1] == '\n';
 }
 
@@ -269,7 +251,7 @@ put_whole(struct outq *q, const char *p, size_t n)
 {
 	size_t k = 0;
 
-	if (q->len == 0) {
+	if (outq_len(q) == 0) {
 		k = out_try_write(q, p, n);
 		if (k > 0)
 			q->tail_nl = p[k - 1] == '\n';
@@ -295,7 +277,7 @@ out_resume(struct outq *q)
 	    "\033[0m" : "", q->tail_nl ? "" : "\n", q->dropped);
 	q->dropped_total += q->dropped;
 	q->dropped = 0;
-	if (q->len + (size_t)n <= OUT_CAP)
+	if (outq_len(q) + (size_t)n <= OUT_CAP)
 		out_append(q, note, (size_t)n);
 }
 
@@ -325,28 +307,23 @@ out_pump(struct outq *q)
 	size_t k;
 	int want;
 
-	if (q->len > 0) {
-		k = out_try_write(q, q->buf + q->head, q->len);
+	if (outq_len(q) > 0) {
+		k = out_try_write(q, (const char *)buf_rdata(&q->b),
+		    outq_len(q));
 		if (q->mode == M_BROKEN)
-			k = q->len;
-		q->head += k;
-		q->len -= k;
-		if (q->len == 0)
-			q->head = 0;
-		if (q->len == 0 && q->cap > OUT_CAP) {
-			free(q->buf);	/* a big record went out */
-			q->buf = NULL;
-			q->cap = 0;
-		}
+			k = outq_len(q);
+		/* emptied, a big record's memory goes back (buf.h) */
+		buf_skip(&q->b, k);
 	}
-	if (q->len == 0 && q->dropping && q->in_bol && q->mode != M_BROKEN) {
+	if (outq_len(q) == 0 && q->dropping && q->in_bol &&
+	    q->mode != M_BROKEN) {
 		out_resume(q);
-		if (q->len > 0) {
+		if (outq_len(q) > 0) {
 			out_pump(q);
 			return;
 		}
 	}
-	want = q->len > 0 && q->mode != M_BROKEN && q->mode != M_DIRECT &&
+	want = outq_len(q) > 0 && q->mode != M_BROKEN && q->mode != M_DIRECT &&
 	    outs.loop != NULL;
 	/* a pipe with room, but not for the next whole line: it says it is
 	 * writable all the time, so it is tried again later instead */
@@ -430,7 +407,7 @@ out_msg(int stream, const char *p, size_t n)
 
 	if (written_now(q, p, n))
 		return;
-	if (!q->dropping && q->len + n <= OUT_QUEUE_MAX)
+	if (!q->dropping && outq_len(q) + n <= OUT_QUEUE_MAX)
 		put_whole(q, p, n);
 	else
 		out_put_live(q, p, n);
@@ -443,9 +420,9 @@ out_record(int stream, const char *p, size_t n)
 
 	if (written_now(q, p, n))
 		return;
-	if (q->len + n > OUT_RECORD_MAX) {	/* the reader is gone */
+	if (outq_len(q) + n > OUT_RECORD_MAX) {	/* the reader is gone */
 		log_warnx("a result record of %zu bytes was dropped: %zu bytes "
-		    "wait for a stalled reader", n, q->len);
+		    "wait for a stalled reader", n, outq_len(q));
 		return;
 	}
 	put_whole(q, p, n);
@@ -475,7 +452,7 @@ out_final(int stream, const char *p, size_t n)
 	if (q->lines && q->nfin < OUT_FINAL_MAX && n > 0 &&
 	    (copy = malloc(n)) != NULL) {
 		memcpy(copy, p, n);
-		q->fin[q->nfin].off = q->written + q->len;
+		q->fin[q->nfin].off = q->written + outq_len(q);
 		q->fin[q->nfin].p = copy;
 		q->fin[q->nfin].n = n;
 		q->nfin++;
@@ -490,7 +467,7 @@ out_line(int stream, const char *p, size_t n)
 
 	if (written_now(q, p, n))
 		return q->mode == M_BROKEN ? -1 : 0;
-	if (q->len + n > OUT_QUEUE_MAX)
+	if (outq_len(q) + n > OUT_QUEUE_MAX)
 		return -1;
 	put_whole(q, p, n);
 	return 0;
@@ -504,12 +481,12 @@ out_term(const char *p, size_t n, int force)
 
 	if (q->mode == M_BROKEN || n == 0)
 		return;
-	if (q->len == 0) {
+	if (outq_len(q) == 0) {
 		k = out_try_write(q, p, n);
 	} else if (!force) {
 		return;		/* the terminal lags: skip this frame */
 	}
-	if (q->mode != M_BROKEN && q->len + (n - k) <= OUT_CAP)
+	if (q->mode != M_BROKEN && outq_len(q) + (n - k) <= OUT_CAP)
 		out_append(q, p + k, n - k);
 	out_pump(q);
 }
@@ -541,14 +518,15 @@ out_flush(int ms)
 	for (;;) {
 		n = held = 0;
 		for (i = 0; i < 2; i++) {
-			before = outs.q[i].len;
+			before = outq_len(&outs.q[i]);
 			out_pump(&outs.q[i]);
-			if (outs.q[i].len < before)	/* the reader reads */
+			/* the reader reads */
+			if (outq_len(&outs.q[i]) < before)
 				end = loop_now_us() + (uint64_t)ms * 1000u;
-			if (outs.q[i].len > 0 && outs.q[i].mode != M_BROKEN &&
-			    outs.q[i].held) {
+			if (outq_len(&outs.q[i]) > 0 &&
+			    outs.q[i].mode != M_BROKEN && outs.q[i].held) {
 				held++;
-			} else if (outs.q[i].len > 0 &&
+			} else if (outq_len(&outs.q[i]) > 0 &&
 			    outs.q[i].mode != M_BROKEN) {
 				pfd[n].fd = outs.q[i].fd;
 				pfd[n].events = POLLOUT;
@@ -576,9 +554,10 @@ keep_final(struct outq *q)
 {
 	size_t i;
 
-	if (!q->lines || q->len == 0 || !q->fd_bol || q->mode == M_BROKEN)
+	if (!q->lines || outq_len(q) == 0 || !q->fd_bol ||
+	    q->mode == M_BROKEN)
 		return;
-	q->head = q->len = 0;
+	buf_reset(&q->b);
 	for (i = 0; i < q->nfin; i++)
 		if (q->fin[i].off >= q->written)
 			out_append(q, q->fin[i].p, q->fin[i].n);
@@ -595,7 +574,7 @@ out_exit(void)
 	outs.q[0].watched = outs.q[1].watched = 0;
 	outs.q[0].retry = outs.q[1].retry = 0;
 	out_flush(OUT_EXIT_WAIT_MS);
-	if (outs.q[0].len > 0 || outs.q[1].len > 0) {
+	if (outq_len(&outs.q[0]) > 0 || outq_len(&outs.q[1]) > 0) {
 		keep_final(&outs.q[0]);
 		keep_final(&outs.q[1]);
 		out_flush(OUT_EXIT_WAIT_MS);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/buf.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/text/termout.h"
@@ -37,8 +38,8 @@ enum out_mode {
 
 struct outq {
 	int fd, mode, tty, watched;
-	char *buf;
-	size_t head, len, cap;
+	struct buf b;		/* what waits: buf_rdata(), buf_rlen() (a
+				 * partial write moves the read position) */
 	int dropping;		/* live output is being dropped */
 	int in_bol;		/* the next input byte starts a line */
 	int tail_nl;		/* nothing queued yet, or it ended a line */
@@ -71,6 +72,13 @@ struct out_state {
 };
 
 extern struct out_state outs;
+
+/* The bytes waiting in q. */
+static inline size_t
+outq_len(const struct outq *q)
+{
+	return buf_rlen(&q->b);
+}
 
 /* The queue of stream 1 or 2 (set up at the first use). */
 struct outq *out_queue(int stream);

@@ -42,7 +42,7 @@ out_put_live(struct outq *q, const char *p, size_t n)
 
 	while (n > 0 && q->mode != M_BROKEN) {
 		if (q->dropping) {
-			if (q->in_bol && q->len <= OUT_QUEUE_MAX / 2) {
+			if (q->in_bol && outq_len(q) <= OUT_QUEUE_MAX / 2) {
 				out_resume(q);
 				continue;
 			}
@@ -54,7 +54,7 @@ out_put_live(struct outq *q, const char *p, size_t n)
 			n -= k;
 			continue;
 		}
-		if (q->len == 0) {
+		if (outq_len(q) == 0) {
 			k = out_try_write(q, p, n);
 			if (k > 0)
 				q->tail_nl = p[k - 1] == '\n';
@@ -63,7 +63,8 @@ out_put_live(struct outq *q, const char *p, size_t n)
 			if (n == 0)
 				break;
 		}
-		room = q->len < OUT_QUEUE_MAX ? OUT_QUEUE_MAX - q->len : 0;
+		room = outq_len(q) < OUT_QUEUE_MAX ?
+		    OUT_QUEUE_MAX - outq_len(q) : 0;
 		if (n <= room) {
 			out_append(q, p, n);
 			break;

@@ -1,7 +1,7 @@
 /*
  * test_events.c - the event stream of `agentz --json` (ui/events.h):
- * a cell record -> the rollback event it implies (which the runner cannot
- * produce yet: no record says "rolled back" before the snapshot work), and
+ * a cell -> the rollback event it implies (from the cell's state, its
+ * threads lost as its record has them), and
  * the lines written: the envelope, seq, redaction of every string, a UTF-8
  * character split across output chunks kept whole, cell_end then rollback.
  */
@@ -19,91 +19,107 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "supervisor/cells/cells.h"
+#include "supervisor/cells/record_json.h"
 #include "supervisor/ui/events.h"
 #include "supervisor/ui/out.h"
 #include "supervisor/text/redact.h"
 
 #define SECRET	"sk-unit-events-SECRET-9931"
 
-static json_t *
-record(const char *ns, json_t *threads_lost)
+/* Cell 4 of h, ended by its deadline, its namespace's fate ns (the
+ * names of the threads a rollback lost: threads, or NULL). */
+static struct cell *
+dead_cell(struct cells *h, enum cell_ns ns, const char *threads)
 {
-	json_t *r = json_pack("{s:i, s:s, s:s?, s:s, s:s}", "cell", 4,
-	    "status", "error", "kind", "timeout", "output", "x",
-	    "code", "print(1)");
+	struct cell *c;
 
-	assert_non_null(r);
-	if (ns != NULL)
-		assert_int_equal(json_object_set_new(r, "namespace",
-		    json_string(ns)), 0);
-	if (threads_lost != NULL)
-		assert_int_equal(json_object_set_new(r, "threads_lost",
-		    threads_lost), 0);
-	return r;
+	cells_init(h, 1 << 20);
+	c = cells_begin(h, "print(1)", 8, NULL, NULL, -1);
+	assert_non_null(c);
+	cells_finish_dead(c, KIND_TIMEOUT, "x", -1, 9);
+	c->n = 4;
+	c->ns = ns;
+	if (threads != NULL)
+		assert_non_null(c->threads_lost = strdup(threads));
+	return c;
 }
 
 static void
 test_no_rollback(void **state)
 {
-	static const char *ns[] = { "kept", "lost", "rolled", "roll back",
-	    "Rolled back to before cell 2", NULL };
-	json_t *r, *f;
+	static const enum cell_ns ns[] = { NS_KEPT, NS_LOST };
+	struct cells h;
+	struct cell *c;
+	json_t *r;
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-		r = record(ns[i], json_integer(2));
-		f = events_rollback_fields(r);
-		if (f != NULL)
-			fail_msg("namespace '%s' gave a rollback", ns[i] ?
-			    ns[i] : "(none)");
+		c = dead_cell(&h, ns[i], "t1,t2");
+		r = cells_json(c);
+		if (events_rollback_fields(c, r) != NULL)
+			fail_msg("namespace %d gave a rollback", (int)ns[i]);
 		json_decref(r);
+		cells_clear(&h);
 	}
-	r = json_pack("{s:i, s:n}", "cell", 1, "namespace");
-	assert_null(events_rollback_fields(r));
+	/* a cell still running has no fate yet */
+	c = dead_cell(&h, NS_ROLLED_BACK, NULL);
+	c->status = CELL_RUNNING;
+	r = cells_json(c);
+	assert_null(events_rollback_fields(c, r));
 	json_decref(r);
+	cells_clear(&h);
 }
 
 static void
 test_rollback_fields(void **state)
 {
-	json_t *r = record("rolled back to before cell 3", json_integer(2));
-	json_t *f = events_rollback_fields(r);
+	struct cells h;
+	struct cell *c = dead_cell(&h, NS_ROLLED_BACK, "t1,t2");
+	json_t *r = cells_json(c);
+	json_t *f = events_rollback_fields(c, r);
 
 	(void)state;
 	assert_non_null(f);
 	assert_int_equal(json_object_size(f), 4);
 	assert_int_equal(json_integer_value(json_object_get(f, "cell")), 4);
 	assert_string_equal(json_string_value(json_object_get(f,
-	    "namespace")), "rolled back to before cell 3");
+	    "namespace")), "rolled back to before cell 4");
 	assert_int_equal(json_integer_value(json_object_get(f,
-	    "to_before_cell")), 3);
-	assert_int_equal(json_integer_value(json_object_get(f,
-	    "threads_lost")), 2);
+	    "to_before_cell")), 4);
+	assert_true(json_equal(json_object_get(f, "threads_lost"),
+	    json_object_get(r, "threads_lost")));
+	assert_int_equal(json_array_size(json_object_get(f, "threads_lost")),
+	    2);
 	json_decref(f);
 	json_decref(r);
+	cells_clear(&h);
 }
 
 static void
 test_rollback_partial(void **state)
 {
-	/* no cell named, no threads_lost: only what the record says */
-	json_t *r = record("rolled back (the snapshot was older)", NULL);
-	json_t *f = events_rollback_fields(r);
+	/* no threads lost: null as in the record; a record without the
+	 * member: no member */
+	struct cells h;
+	struct cell *c = dead_cell(&h, NS_ROLLED_BACK, NULL);
+	json_t *r = cells_json(c);
+	json_t *f = events_rollback_fields(c, r);
 
 	(void)state;
 	assert_non_null(f);
-	assert_int_equal(json_object_size(f), 2);
-	assert_null(json_object_get(f, "to_before_cell"));
+	assert_int_equal(json_object_size(f), 4);
+	assert_true(json_is_null(json_object_get(f, "threads_lost")));
 	json_decref(f);
-	json_decref(r);
-	r = record("rolled back to before cell x", json_pack("[s]", "t1"));
-	f = events_rollback_fields(r);
+	assert_int_equal(json_object_del(r, "threads_lost"), 0);
+	f = events_rollback_fields(c, r);
 	assert_non_null(f);
-	assert_null(json_object_get(f, "to_before_cell"));
-	assert_true(json_is_array(json_object_get(f, "threads_lost")));
+	assert_int_equal(json_object_size(f), 3);
+	assert_null(json_object_get(f, "threads_lost"));
 	json_decref(f);
 	json_decref(r);
+	cells_clear(&h);
 }
 
 /* As test_output.c: out.c opens its own descriptor of fd 1 on first use,
@@ -160,8 +176,9 @@ test_stream(void **state)
 {
 	struct redact *red = redact_new();
 	int r = stdout_pipe();
-	json_t *all, *ev, *rec;
-	char *text;
+	struct cells h;
+	struct cell *c;
+	json_t *all, *ev;
 	size_t i;
 
 	(void)state;
@@ -174,17 +191,10 @@ test_stream(void **state)
 	events_cell_output(1, 2, "\xe2\x82", 2);	/* held, then flushed */
 	events_emit("stop", json_pack("{s:i, s:s}", "exit", 0, "reason",
 	    "quit() " SECRET));
-	rec = record("rolled back to before cell 3", NULL);
-	/* the record's strings are redacted too; a NUL in one survives */
-	assert_int_equal(json_object_set_new(rec, "output",
-	    json_string("x " SECRET)), 0);
-	assert_int_equal(json_object_set_new(rec, "traceback",
-	    json_stringn("a\0b", 3)), 0);
-	text = json_dumps(rec, JSON_COMPACT);
-	assert_non_null(text);
-	events_cell_end(text, strlen(text));
-	free(text);
-	json_decref(rec);
+	c = dead_cell(&h, NS_ROLLED_BACK, NULL);
+	/* the record's strings pass the redactor too */
+	cells_set_detail(c, "d " SECRET);
+	events_cell_end(c);
 	all = read_events(r);
 	assert_int_equal(json_array_size(all), 6);
 	json_array_foreach(all, i, ev) {
@@ -205,15 +215,14 @@ test_stream(void **state)
 	    "\xef\xbf\xbd\xef\xbf\xbd");
 	assert_string_equal(str(json_array_get(all, 4), "type"), "cell_end");
 	assert_string_equal(str(json_object_get(json_array_get(all, 4),
-	    "record"), "namespace"), "rolled back to before cell 3");
+	    "record"), "namespace"), "rolled back to before cell 4");
 	assert_string_equal(str(json_object_get(json_array_get(all, 4),
-	    "record"), "output"), "x [REDACTED]");
-	assert_int_equal(json_string_length(json_object_get(json_object_get(
-	    json_array_get(all, 4), "record"), "traceback")), 3);
+	    "record"), "detail"), "d [REDACTED]");
 	assert_string_equal(str(json_array_get(all, 5), "type"), "rollback");
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(all,
-	    5), "to_before_cell")), 3);
+	    5), "to_before_cell")), 4);
 	json_decref(all);
+	cells_clear(&h);
 	redact_free(red);
 	(void)close(r);
 }

@@ -316,36 +316,36 @@ test_free_busy_removed_at_contain_free(void **state)
 	assert_false(exists(run));
 }
 
-/* --- the current group, as before ------------------------------------------ */
+/* --- one worker after another ---------------------------------------------- */
 
+/* A worker's group as the runner uses it (run/workers.c): created per
+ * generation, measured at the worker's death, killed, freed; the next
+ * generation gets its own group and the old directory is gone. */
 static void
-test_current_group_wrappers(void **state)
+test_generation_after_generation(void **state)
 {
 	struct contain *c = *state;
+	struct contain_group *g;
 	struct contain_stats st;
 	struct task t;
 	char d[PATH_LEN];
 	int status;
 
 	need_cgroups(c);
-	assert_int_equal(contain_prepare(c, 7), 0);
-	task_start(&t);
-	assert_int_equal(contain_attach(c, t.pid), 0);
+	g = group_with_task(c, 7, &t);
 	cg_dir(t.pid, d, sizeof d);
 	assert_non_null(strstr(d, "/worker-7"));
 	assert_true(task_order(&t, 'a'));
-	contain_stats(c, &st);
+	contain_group_stats(g, &st);
 	assert_true(st.memory_peak >= 32u * MB);
-	assert_int_equal(contain_kill(c), 0);
+	assert_int_equal(contain_group_kill(g), 0);
 	status = task_wait(&t);
 	assert_int_equal(WTERMSIG(status), SIGKILL);
-	contain_release(c);
-	contain_stats(c, &st);		/* no current group: zeros */
-	assert_int_equal(st.memory_peak, 0);
-	/* the next generation retries the old one if it was still busy */
-	assert_int_equal(contain_prepare(c, 8), 0);
+	contain_group_free(g);
+	g = contain_group_new(c, 8);
+	assert_non_null(g);
 	assert_false(exists(d));
-	contain_release(c);
+	contain_group_free(g);
 }
 
 #define T(f)	cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -358,7 +358,7 @@ main(void)
 		T(test_oom_group_switch),
 		T(test_free_busy_retried_at_new),
 		T(test_free_busy_removed_at_contain_free),
-		T(test_current_group_wrappers),
+		T(test_generation_after_generation),
 	};
 
 	return cmocka_run_group_tests_name("contain", tests, NULL, NULL);
