@@ -237,7 +237,7 @@ void agent_op_notes_delivered(struct agent *a);
 void agent_op_renote(struct agent *a);
 
 /* reload.c: budgets re-read from options (agentz ctl NAME budgets ...) */
-json_t *agent_op_budgets(struct agent *a, const char *opts, size_t len);
+char *agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

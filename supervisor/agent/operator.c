@@ -24,8 +24,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
 #include "common/procfs.h"
 #include "supervisor/ctl/ctl.h"
@@ -42,10 +40,21 @@ show_flags(const struct agent *a)
 	agent_ev_operator(a);
 }
 
-static json_t *
-fail(const char *why)
+/* A reply's text from its fields (NULL when out of memory); *ok is
+ * what its "ok" says. */
+static char *
+reply(const struct jf *f, int ok, int *said_ok)
 {
-	return json_pack("{s:b, s:s}", "ok", 0, "error", why);
+	*said_ok = ok;
+	return jf_dumps(f, NULL);
+}
+
+static char *
+fail(const char *why, int *ok)
+{
+	struct jf f[] = { JF_B("ok", 0), JF_S("error", why), JF_END };
+
+	return reply(f, 0, ok);
 }
 
 /* --- status ------------------------------------------------------------------ */
@@ -60,57 +69,62 @@ rss_kb(pid_t pid)
 	return procfs_status_num(buf, "VmRSS:");
 }
 
-static json_t *
-cell_json(const struct agent *a, const struct cell *c)
+/* The running cell's fields into f (7 of them): {"n", "summary",
+ * "age_s", "stage"}, with "timeout_s" and "left_s" when cells have a
+ * timeout. */
+static const struct jf *
+cell_fields(const struct agent *a, const struct cell *c, struct jf *f)
 {
 	double age = (double)(loop_now_us() - c->t0_us) / 1e6;
-	json_t *j = json_pack("{s:i, s:s?, s:f, s:s?}", "n", (int)c->n,
-	    "summary", c->summary, "age_s", age, "stage",
-	    cells_timeout_name(c->timeout_stage));
+	double limit = a->cfg.cell_timeout;
 
-	if (j != NULL && a->cfg.cell_timeout > 0) {
-		(void)json_object_set_new(j, "timeout_s",
-		    json_real(a->cfg.cell_timeout));
-		(void)json_object_set_new(j, "left_s",
-		    json_real(a->cfg.cell_timeout - age));
-	}
-	return j;
+	f[0] = JF_I("n", (int)c->n);
+	f[1] = JF_S("summary", c->summary);
+	f[2] = JF_R("age_s", age);
+	f[3] = JF_S("stage", cells_timeout_name(c->timeout_stage));
+	f[4] = limit > 0 ? JF_R("timeout_s", limit) : JF_SKIP;
+	f[5] = limit > 0 ? JF_R("left_s", limit - age) : JF_SKIP;
+	f[6] = JF_END;
+	return f;
 }
 
-static json_t *
-worker_json(const struct agent *a)
+/* The worker's fields into f (4 of them), or NULL (null) without one. */
+static const struct jf *
+worker_fields(const struct agent *a, struct jf *f)
 {
 	const struct worker *w = runner_worker(a->runner);
 	pid_t pid = w != NULL ? worker_python_pid(w) : 0;
 
 	if (pid <= 0)
-		return json_null();
-	return json_pack("{s:i, s:i, s:I}", "pid", (int)pid, "generation",
-	    (int)worker_generation(w), "rss_kb", (json_int_t)rss_kb(pid));
+		return NULL;
+	f[0] = JF_I("pid", (int)pid);
+	f[1] = JF_I("generation", (int)worker_generation(w));
+	f[2] = JF_I("rss_kb", rss_kb(pid));
+	f[3] = JF_END;
+	return f;
 }
 
-/* "cell 3: error (timeout)" of the newest finished cell, or NULL. */
-static json_t *
-last_json(struct agent *a, int errors_only)
+/* "cell 3: error (timeout)" of the newest finished cell in s, or NULL. */
+static const char *
+last_of(struct agent *a, int errors_only, char *s, size_t n)
 {
 	struct cell *c = runner_last(a->runner);
-	char s[320];
 
 	if (c != NULL && c->status == CELL_RUNNING)
 		c = c->n > 0 ? cells_get(runner_cells(a->runner), c->n - 1) :
 		    NULL;
 	if (c == NULL || (errors_only && c->status == CELL_OK))
-		return json_null();
+		return NULL;
 	if (c->status == CELL_OK || c->status == CELL_EXITED)
-		(void)snprintf(s, sizeof s, "cell %u: %s", c->n,
+		(void)snprintf(s, n, "cell %u: %s", c->n,
 		    cells_status_name(c->status));
 	else
-		(void)snprintf(s, sizeof s, "cell %u: %s (%s)%s%.200s", c->n,
+		(void)snprintf(s, n, "cell %u: %s (%s)%s%.200s", c->n,
 		    cells_status_name(c->status), cells_kind_name(c->kind),
 		    c->detail != NULL || c->exception_type != NULL ? ": " : "",
 		    c->detail != NULL ? c->detail : c->exception_type != NULL ?
 		    c->exception_type : "");
-	return json_string(s);
+	return s;
 }
 
 static const char *
@@ -126,63 +140,64 @@ state_of(const struct agent *a)
 	    model_busy(a->model) ? "asking-model" : "idle";
 }
 
-/* One budget: {"used", "max", "left"} (max and left null when none). */
-static json_t *
-budget(double used, double max)
+/* One budget into f (4 fields): {"used", "max", "left"}, reals (max and
+ * left null when none). */
+static const struct jf *
+budget(double used, double max, struct jf *f)
 {
-	return max > 0 ? json_pack("{s:f, s:f, s:f}", "used", used, "max",
-	    max, "left", max - used) : json_pack("{s:f, s:n, s:n}", "used",
-	    used, "max", "left");
+	f[0] = JF_R("used", used);
+	f[1] = max > 0 ? JF_R("max", max) : JF_N("max");
+	f[2] = max > 0 ? JF_R("left", max - used) : JF_N("left");
+	f[3] = JF_END;
+	return f;
 }
 
 /* The same in whole numbers (cells, tokens). */
-static json_t *
-budget_int(long long used, long long max)
+static const struct jf *
+budget_int(long long used, long long max, struct jf *f)
 {
-	return max > 0 ? json_pack("{s:I, s:I, s:I}", "used", (json_int_t)used,
-	    "max", (json_int_t)max, "left", (json_int_t)(max - used)) :
-	    json_pack("{s:I, s:n, s:n}", "used", (json_int_t)used, "max",
-	    "left");
+	f[0] = JF_I("used", used);
+	f[1] = max > 0 ? JF_I("max", max) : JF_N("max");
+	f[2] = max > 0 ? JF_I("left", max - used) : JF_N("left");
+	f[3] = JF_END;
+	return f;
 }
 
-static json_t *
-op_status(struct agent *a, const struct ctl_req *q)
+static char *
+op_status(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	const struct cell *cur = runner_current(a->runner);
-	long long tokens = agent_tokens(a);
-	json_t *j;
+	long long n = (long long)runner_cells(a->runner)->n;
+	struct jf cell[7], cells[4], tokens[4], cost[4], deadline[4], worker[4];
+	char last[320], last_error[320];
+	double age = loop_wall() - a->run_started;
+	struct jf f[] = {
+		JF_B("ok", 1), JF_I("v", 1),
+		JF_S("name", a->run_name != NULL ? a->run_name : ""),
+		JF_S("state", state_of(a)), JF_I("pid", (int)getpid()),
+		JF_I("uid", (int)geteuid()), JF_S("journal", a->cfg.journal),
+		JF_R("started_at", a->run_started), JF_R("age_s", age),
+		JF_O("cell", cur != NULL ? cell_fields(a, cur, cell) : NULL),
+		JF_O("cells", budget_int(n, a->cfg.max_cells, cells)),
+		JF_O("tokens", budget_int(agent_tokens(a), a->cfg.max_tokens,
+		    tokens)),
+		JF_O("cost", a->priced ? budget(agent_cost(a), a->cfg.max_cost,
+		    cost) : NULL),
+		JF_O("deadline", budget(age, a->cfg.deadline, deadline)),
+		JF_O("worker", worker_fields(a, worker)),
+		JF_S("last", last_of(a, 0, last, sizeof last)),
+		JF_S("last_error", last_of(a, 1, last_error,
+		    sizeof last_error)),
+		JF_S("outage", a->outage[0] != '\0' ? a->outage : NULL),
+		JF_B("paused", a->paused),
+		a->held ? JF_I("held_cell", n) : JF_N("held_cell"),
+		JF_S("stop", a->op_stop == 0 ? NULL : a->op_stop == 2 ? "now" :
+		    "after-cell"),
+		JF_I("notes_pending", a->notes_pending), JF_END
+	};
 
 	(void)q;
-	j = json_pack("{s:b, s:i, s:s, s:s, s:i, s:i, s:s?, s:f, s:f}",
-	    "ok", 1, "v", 1, "name", a->run_name != NULL ? a->run_name : "",
-	    "state", state_of(a), "pid", (int)getpid(), "uid", (int)geteuid(),
-	    "journal", a->cfg.journal, "started_at", a->run_started, "age_s",
-	    loop_wall() - a->run_started);
-	if (j == NULL)
-		return NULL;
-	(void)json_object_set_new(j, "cell", cur != NULL ? cell_json(a, cur) :
-	    json_null());
-	(void)json_object_set_new(j, "cells", budget_int((long long)
-	    runner_cells(a->runner)->n, a->cfg.max_cells));
-	(void)json_object_set_new(j, "tokens", budget_int(tokens,
-	    a->cfg.max_tokens));
-	(void)json_object_set_new(j, "cost", a->priced ? budget(agent_cost(a),
-	    a->cfg.max_cost) : json_null());
-	(void)json_object_set_new(j, "deadline", budget(loop_wall() -
-	    a->run_started, a->cfg.deadline));
-	(void)json_object_set_new(j, "worker", worker_json(a));
-	(void)json_object_set_new(j, "last", last_json(a, 0));
-	(void)json_object_set_new(j, "last_error", last_json(a, 1));
-	(void)json_object_set_new(j, "outage", a->outage[0] != '\0' ?
-	    json_string(a->outage) : json_null());
-	(void)json_object_set_new(j, "paused", json_boolean(a->paused));
-	(void)json_object_set_new(j, "held_cell", a->held ?
-	    json_integer((json_int_t)runner_cells(a->runner)->n) : json_null());
-	(void)json_object_set_new(j, "stop", a->op_stop == 0 ? json_null() :
-	    json_string(a->op_stop == 2 ? "now" : "after-cell"));
-	(void)json_object_set_new(j, "notes_pending",
-	    json_integer(a->notes_pending));
-	return j;
+	return reply(f, 1, ok);
 }
 
 /* --- note ---------------------------------------------------------------------- */
@@ -216,15 +231,15 @@ record_note(struct agent *a, const char *text)
 	(void)agent_record(a, "note", f);
 }
 
-static json_t *
-op_note(struct agent *a, const struct ctl_req *q)
+static char *
+op_note(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	size_t n;
 	char *clean = redact_string(a->red, q->arg, q->arg_len, &n);
 
 	if (clean == NULL || queue_note(a, clean) < 0) {
 		free(clean);
-		return fail("out of memory");
+		return fail("out of memory", ok);
 	}
 	a->notes_pending++;
 	record_note(a, clean);
@@ -232,8 +247,8 @@ op_note(struct agent *a, const struct ctl_req *q)
 	    clean);
 	free(clean);
 	show_flags(a);
-	return json_pack("{s:b, s:i}", "ok", 1, "notes_pending",
-	    (int)a->notes_pending);
+	return reply((struct jf[]){ JF_B("ok", 1), JF_I("notes_pending",
+	    (int)a->notes_pending), JF_END }, 1, ok);
 }
 
 /* A model request carries the pending notes: journaled, so a restart
@@ -294,13 +309,13 @@ stop_now(struct agent *a)
 	    "operator (agentz ctl stop)");
 }
 
-static json_t *
-op_stop(struct agent *a, const struct ctl_req *q)
+static char *
+op_stop(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	int now = q->cmd == CTL_STOP_NOW;
 
 	if (a->stopping)
-		return fail("the run is stopping already");
+		return fail("the run is stopping already", ok);
 	a->op_stop = now ? 2 : 1;
 	log_info("the operator asked to stop%s", now ? " now" :
 	    " after the running cell");
@@ -308,12 +323,12 @@ op_stop(struct agent *a, const struct ctl_req *q)
 		stop_now(a);
 	else if (now)	/* a cell that ends by itself meanwhile: stopped too */
 		(void)runner_expire(a->runner, OPERATOR " (stop --now)");
-	return json_pack("{s:b, s:s}", "ok", 1, "stop", now ? "now" :
-	    "after-cell");
+	return reply((struct jf[]){ JF_B("ok", 1), JF_S("stop", now ? "now" :
+	    "after-cell"), JF_END }, 1, ok);
 }
 
-static json_t *
-op_pause(struct agent *a, const struct ctl_req *q)
+static char *
+op_pause(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	(void)q;
 	if (!a->paused) {
@@ -323,7 +338,8 @@ op_pause(struct agent *a, const struct ctl_req *q)
 	}
 	a->paused = 1;
 	show_flags(a);
-	return json_pack("{s:b, s:b}", "ok", 1, "paused", 1);
+	return reply((struct jf[]){ JF_B("ok", 1), JF_B("paused", 1), JF_END },
+	    1, ok);
 }
 
 static void
@@ -338,8 +354,8 @@ run_held(struct agent *a)
 	free(summary);
 }
 
-static json_t *
-op_resume(struct agent *a, const struct ctl_req *q)
+static char *
+op_resume(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	(void)q;
 	if (a->paused) {
@@ -350,25 +366,26 @@ op_resume(struct agent *a, const struct ctl_req *q)
 	show_flags(a);
 	if (a->held)
 		run_held(a);
-	return json_pack("{s:b, s:b}", "ok", 1, "paused", 0);
+	return reply((struct jf[]){ JF_B("ok", 1), JF_B("paused", 0), JF_END },
+	    1, ok);
 }
 
-static json_t *
-op_kill_cell(struct agent *a, const struct ctl_req *q)
+static char *
+op_kill_cell(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	(void)q;
 	if (runner_expire(a->runner, OPERATOR " (kill-cell)") == 0) {
 		log_info("the operator killed the running cell");
-		return json_pack("{s:b}", "ok", 1);
+		return reply((struct jf[]){ JF_B("ok", 1), JF_END }, 1, ok);
 	}
 	return fail(errno == EALREADY ? "the running cell is being stopped "
-	    "already" : "no cell is running");
+	    "already" : "no cell is running", ok);
 }
 
-static json_t *
-op_budgets(struct agent *a, const struct ctl_req *q)
+static char *
+op_budgets(struct agent *a, const struct ctl_req *q, int *ok)
 {
-	return agent_op_budgets(a, q->arg, q->arg_len);
+	return agent_op_budgets(a, q->arg, q->arg_len, ok);
 }
 
 /* --- the gates in the run loop ------------------------------------------------ */
@@ -417,7 +434,9 @@ agent_op_stop_due(struct agent *a)
 
 /* --- the socket ------------------------------------------------------------------ */
 
-typedef json_t *op_fn(struct agent *a, const struct ctl_req *q);
+/* A command: its reply's JSON text (malloc'ed; NULL when it could not be
+ * built), *ok what the reply's "ok" says. */
+typedef char *op_fn(struct agent *a, const struct ctl_req *q, int *ok);
 
 static const struct {
 	enum ctl_cmd cmd;
@@ -443,19 +462,16 @@ static char *
 handle(void *ctx, const struct ctl_req *q)
 {
 	struct agent *a = ctx;
-	json_t *j = NULL;
-	char *s, *clean;
+	char *s = NULL, *clean;
 	size_t i, n;
+	int ok = 0;
 
 	for (i = 0; i < sizeof ops / sizeof ops[0]; i++)
 		if (ops[i].cmd == q->cmd)
-			j = ops[i].fn(a, q);
+			s = ops[i].fn(a, q, &ok);
 	/* what the operator did, for whoever reads the run afterwards */
-	if (q->cmd != CTL_STATUS && q->cmd != CTL_NOTE &&
-	    json_is_true(json_object_get(j, "ok")))
+	if (q->cmd != CTL_STATUS && q->cmd != CTL_NOTE && ok && s != NULL)
 		record_operator(a, q->cmd);
-	s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
 	clean = s != NULL ? redact_string(a->red, s, strlen(s), &n) : NULL;
 	free(s);
 	return clean;

@@ -18,9 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
+#include "supervisor/text/jsonf.h"
 
 #define WORDS_MAX 64
 
@@ -43,10 +42,29 @@ split(char *buf, char **argv, int max)
 	return n;
 }
 
-static json_t *
-refuse(const char *why)
+static char *
+refuse(const char *why, int *ok)
 {
-	return json_pack("{s:b, s:s}", "ok", 0, "error", why);
+	struct jf f[] = { JF_B("ok", 0), JF_S("error", why), JF_END };
+
+	*ok = 0;
+	return jf_dumps(f, NULL);
+}
+
+/* The budgets now: {"ok": true, ...}, cells, tokens and failures whole
+ * numbers, the deadline and the cost reals. */
+static char *
+taken(const struct agent *a, int *ok)
+{
+	struct jf f[] = { JF_B("ok", 1),
+	    JF_I("max_cells", (int)a->cfg.max_cells),
+	    JF_R("deadline", a->cfg.deadline),
+	    JF_I("max_tokens", a->cfg.max_tokens),
+	    JF_R("max_cost", a->cfg.max_cost),
+	    JF_I("max_same_failure", (int)a->cfg.max_same_failure), JF_END };
+
+	*ok = 1;
+	return jf_dumps(f, NULL);
 }
 
 /* Takes c's budgets; NULL, or why they cannot be kept. */
@@ -68,8 +86,10 @@ take(struct agent *a, const struct agent_config *c, int nargs)
 	return NULL;
 }
 
-json_t *
-agent_op_budgets(struct agent *a, const char *opts, size_t len)
+/* The reply's JSON text (malloc'ed, NULL when out of memory); *ok 1 when
+ * the budgets were taken, 0 when refused (the reply says why). */
+char *
+agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok)
 {
 	char *buf = strndup(opts, len), *argv[WORDS_MAX];
 	const char *no = NULL;
@@ -77,10 +97,10 @@ agent_op_budgets(struct agent *a, const char *opts, size_t len)
 	int argc, nargs = 0;
 
 	if (buf == NULL)
-		return refuse("out of memory");
+		return refuse("out of memory", ok);
 	if ((argc = split(buf, argv, WORDS_MAX)) < 0) {
 		free(buf);
-		return refuse("too many words");
+		return refuse("too many words", ok);
 	}
 	/* a bad option is said on the run's stderr, by the usual parser */
 	memset(&c, 0, sizeof c);
@@ -90,13 +110,10 @@ agent_op_budgets(struct agent *a, const char *opts, size_t len)
 		no = take(a, &c, nargs);
 	free(buf);
 	if (no != NULL)
-		return refuse(no);
+		return refuse(no, ok);
 	log_info("budgets re-read: --max-cells %u --deadline %.0f "
 	    "--max-tokens %lld --max-cost %g --max-same-failure %u (0: none)",
 	    a->cfg.max_cells, a->cfg.deadline, a->cfg.max_tokens,
 	    a->cfg.max_cost, a->cfg.max_same_failure);
-	return json_pack("{s:b, s:i, s:f, s:I, s:f, s:i}", "ok", 1,
-	    "max_cells", (int)a->cfg.max_cells, "deadline", a->cfg.deadline,
-	    "max_tokens", (json_int_t)a->cfg.max_tokens, "max_cost",
-	    a->cfg.max_cost, "max_same_failure", (int)a->cfg.max_same_failure);
+	return taken(a, ok);
 }

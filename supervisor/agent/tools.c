@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "supervisor/cells/history.h"
+#include "supervisor/text/jsonf.h"
 
 static const char host_tools_json[] =
 "[{\"type\": \"function\", \"name\": \"set_next_cell_code\","
@@ -65,27 +64,27 @@ utf8_chars(const char *s)
 	return n;
 }
 
+/* set_next_cell_code's arguments, read: code (len bytes) and summary. */
+struct submit_args {
+	char *code, *summary;
+	size_t len;
+};
+
 /* set_next_cell_code: the tool output, or NULL + *err for HOST_ABORT. */
 static char *
-run_submit(const struct agent_tools *t, uint32_t cell, const json_t *args,
-    char **err)
+run_submit(const struct agent_tools *t, uint32_t cell,
+    const struct submit_args *args, char **err)
 {
-	const json_t *code = json_object_get(args, "code");
-	const char *summary = json_string_value(json_object_get(args,
-	    "summary"));
+	const char *summary = args->summary;
 	char buf[160];
 
-	if (!json_is_string(code) || summary == NULL)
-		return strdup("Error: set_next_cell_code needs string arguments "
-		    "code and summary");
 	if (utf8_chars(summary) > SUMMARY_MAX) {
 		(void)snprintf(buf, sizeof buf, "Error: summary must be at most "
 		    "%d characters (got %zu); nothing was registered",
 		    SUMMARY_MAX, utf8_chars(summary));
 		return strdup(buf);
 	}
-	switch (t->submit(t->ctx, cell, json_string_value(code),
-	    json_string_length(code), summary)) {
+	switch (t->submit(t->ctx, cell, args->code, args->len, summary)) {
 	case SUBMIT_OK:
 		(void)snprintf(buf, sizeof buf, "Registered as the next cell "
 		    "(cell %u); it runs after cell %u ends.", cell + 1,
@@ -128,16 +127,26 @@ run_tool(void *ctx, uint32_t cell, const char *name, const char *args,
     char **err)
 {
 	const struct agent_tools *t = ctx;
-	json_t *j;
+	struct submit_args sa = { NULL, NULL, 0 };
+	struct jf_in in[] = {
+		{ .key = "code", .kind = JF_KSTR, .dst = &sa.code,
+		    .len = &sa.len },
+		{ .key = "summary", .kind = JF_KSTR, .dst = &sa.summary },
+		{ .key = NULL }
+	};
 	char *out;
 
 	if (strcmp(name, "set_next_cell_code") != 0)
 		return run_history(t, args);
-	if ((j = json_loads(args, 0, NULL)) == NULL)
+	if (jf_parse(args, strlen(args), in) < 0)
 		return msg("Error: the arguments of %s are not a JSON object",
 		    name);
-	out = run_submit(t, cell, j, err);
-	json_decref(j);
+	if (in[0].found != 1 || in[1].found != 1)	/* absent, null, other */
+		out = strdup("Error: set_next_cell_code needs string arguments "
+		    "code and summary");
+	else
+		out = run_submit(t, cell, &sa, err);
+	jf_in_free(in);
 	return out;
 }
 

@@ -22,10 +22,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/buf.h"
 #include "common/log.h"
+#include "supervisor/text/jsonf.h"
 
 struct conn {
 	struct ctl *ctl;
@@ -55,11 +54,9 @@ struct ctl {
 static char *
 error_reply(const char *why)
 {
-	json_t *j = json_pack("{s:b, s:s}", "ok", 0, "error", why);
-	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	struct jf f[] = { JF_B("ok", 0), JF_S("error", why), JF_END };
 
-	json_decref(j);
-	return s;
+	return jf_dumps(f, NULL);
 }
 
 /* One line to a socket we are about to close: best effort, no wait. */

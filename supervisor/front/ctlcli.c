@@ -4,11 +4,15 @@
  *
  * agentz ctl exits 0 when the run answered ok, 1 when it answered with
  * an error, 2 for a usage error or no run to talk to.
+ *
+ * The replies are read with text/jsonf.h; the one place that writes a
+ * reply back, agentz runs --json, adds "socket" to the reply's text.
  */
 #include "supervisor/front/ctlcli.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +22,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/front/config.h"
+#include "supervisor/text/jsonf.h"
 
 #define REPLY_MAX (1 << 20)
 #define CTL_TIMEOUT_S 10
@@ -78,21 +82,31 @@ connect_to(const char *path, int timeout_s)
 	return fd;
 }
 
+/*
+ * Sends the line and its newline: fd_write_all writes with write(2),
+ * which has no MSG_NOSIGNAL, so SIGPIPE is ignored while it does (a run
+ * that refused us has closed: EPIPE, not death) and put back after. The
+ * line is under CTL_LINE_MAX, which a fresh socket takes at once (the
+ * loop's wait for POLLOUT, which ignores SO_SNDTIMEO, is not reached).
+ */
 static int
-send_all(int fd, const char *p, size_t n)
+send_line(int fd, const char *line)
 {
-	ssize_t w;
+	struct sigaction ign, old;
+	int rc, e;
 
-	while (n > 0) {
-		w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	(void)sigemptyset(&ign.sa_mask);
+	if (sigaction(SIGPIPE, &ign, &old) < 0)
+		return -1;
+	rc = fd_write_all(fd, line, strlen(line));
+	if (rc == 0)
+		rc = fd_write_all(fd, "\n", 1);
+	e = errno;
+	(void)sigaction(SIGPIPE, &old, NULL);
+	errno = e;
+	return rc;
 }
 
 /* The reply line (malloc'ed, no newline), or NULL with errno. */
@@ -134,9 +148,7 @@ ask(const char *path, const char *line, int timeout_s)
 		return NULL;
 	/* a run that refuses us says why and closes at once: the reply may
 	 * be there even when the request could not be sent */
-	if ((send_all(fd, line, strlen(line)) == 0 &&
-	    send_all(fd, "\n", 1) == 0) || errno == EPIPE ||
-	    errno == ECONNRESET)
+	if (send_line(fd, line) == 0 || errno == EPIPE || errno == ECONNRESET)
 		reply = read_line(fd);
 	e = errno;
 	(void)close(fd);
@@ -205,11 +217,17 @@ request_line(int argc, char **argv)
 static int
 reply_status(const char *reply)
 {
-	json_t *j = json_loads(reply, 0, NULL);
-	int ok = json_is_true(json_object_get(j, "ok"));
+	/* a struct member: cppcheck, not seeing jf_parse write a plain int,
+	 * would take it for the 0 it starts as */
+	struct { int ok; } r = { 0 };
+	struct jf_in in[] = {
+		{ .key = "ok", .kind = JF_KBOOL, .dst = &r.ok },
+		{ .key = NULL }
+	};
 
-	json_decref(j);
-	return ok ? EXIT_OK : EXIT_FAILED;
+	if (jf_parse(reply, strlen(reply), in) < 0 || in[0].found != 1)
+		return EXIT_FAILED;
+	return r.ok ? EXIT_OK : EXIT_FAILED;
 }
 
 int
@@ -322,28 +340,60 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The run's status with "socket", or a stand-in saying why none came. */
-static json_t *
+/*
+ * A JSON object's text (a reply jf_parse took) with "socket" added last,
+ * by hand: jsonf reads chosen fields into C and writes objects from
+ * fields, but cannot take an object whole and add one to it (the status
+ * has more fields than a row shows, and may grow). A run writes its
+ * replies compact, as jansson (under jf_dumps) does, so the text is what
+ * re-encoding the parsed object gave before: {...} becomes
+ * {...,"socket":"PATH"}. NULL when out of memory.
+ */
+static char *
+with_socket(const char *reply, const char *path)
+{
+	struct jf f[] = { JF_S("socket", path), JF_END };
+	char *sock = jf_dumps(f, NULL), *s = NULL;	/* {"socket":...} */
+	size_t n = strlen(reply);
+	int empty;
+
+	while (n > 0 && strchr(" \t\r\n", reply[n - 1]) != NULL)
+		n--;
+	if (sock != NULL && n > 0 && reply[n - 1] == '}') {
+		n--;	/* the closing brace; what is before it: "{" for {} */
+		empty = strspn(reply, " \t\r\n{") >= n;
+		if (asprintf(&s, "%.*s%s%s", (int)n, reply, empty ? "" : ",",
+		    sock + 1) < 0)
+			s = NULL;
+	}
+	free(sock);
+	return s;
+}
+
+/* The run's status with "socket" (JSON text), or a stand-in saying why
+ * none came. */
+static char *
 status_of(const char *path)
 {
-	char *reply = ask(path, "status", RUNS_TIMEOUT_S);
+	char *reply = ask(path, "status", RUNS_TIMEOUT_S), *s;
 	const char *base = strrchr(path, '/');
-	json_t *j = reply != NULL ? json_loads(reply, 0, NULL) : NULL;
+	struct jf_in none[] = { { .key = NULL } };
 	char name[256];
 	int e = errno;
 
-	free(reply);
-	if (json_is_object(j)) {
-		(void)json_object_set_new(j, "socket", json_string(path));
-		return j;
+	if (reply != NULL && jf_parse(reply, strlen(reply), none) == 0) {
+		s = with_socket(reply, path);
+		free(reply);
+		return s;
 	}
-	json_decref(j);
+	free(reply);
 	(void)snprintf(name, sizeof name, "%s", base != NULL ? base + 1 : path);
 	if (strlen(name) > 5)
 		name[strlen(name) - 5] = '\0';	/* ".sock" */
-	return json_pack("{s:s, s:s, s:s, s:s}", "name", name, "socket", path,
-	    "state", e == ECONNREFUSED || e == ENOENT ? "stale" : e == EACCES ?
-	    "denied" : "no-answer", "error", strerror(e));
+	return jf_dumps((struct jf[]){ JF_S("name", name),
+	    JF_S("socket", path), JF_S("state", e == ECONNREFUSED ||
+	    e == ENOENT ? "stale" : e == EACCES ? "denied" : "no-answer"),
+	    JF_S("error", strerror(e)), JF_END }, NULL);
 }
 
 static void
@@ -359,35 +409,53 @@ human_age(double s, char *buf, size_t n)
 		(void)snprintf(buf, n, "%.1fh", s / 3600);
 }
 
+/* What a row shows of a status (or a stand-in); a field absent, null or
+ * of another type stays as set here (a number 0, a string NULL). */
+struct row {
+	char *name, *state, *last, *error;
+	long long cell_n;
+	double age_s, tokens_used;
+};
+
+/* One row of agentz runs from the JSON text of status_of. */
 static void
-print_line(const json_t *j)
+print_line(const char *status)
 {
-	const json_t *cell = json_object_get(j, "cell");
-	const json_t *tok = json_object_get(j, "tokens");
-	const char *last = json_string_value(json_object_get(j, "last"));
+	struct row w = { .cell_n = 0 };
+	struct jf_in cell[] = {
+		{ .key = "n", .kind = JF_KINT, .dst = &w.cell_n },
+		{ .key = NULL }
+	}, tok[] = {
+		{ .key = "used", .kind = JF_KREAL, .dst = &w.tokens_used },
+		{ .key = NULL }
+	}, in[] = {
+		{ .key = "name", .kind = JF_KSTR, .dst = &w.name },
+		{ .key = "state", .kind = JF_KSTR, .dst = &w.state },
+		{ .key = "cell", .kind = JF_KOBJ, .sub = cell },
+		{ .key = "age_s", .kind = JF_KREAL, .dst = &w.age_s },
+		{ .key = "tokens", .kind = JF_KOBJ, .sub = tok },
+		{ .key = "last", .kind = JF_KSTR, .dst = &w.last },
+		{ .key = "error", .kind = JF_KSTR, .dst = &w.error },
+		{ .key = NULL }
+	};
 	char c[16] = "-", age[16], tokens[48] = "-";
 
-	if (json_is_object(cell))
-		(void)snprintf(c, sizeof c, "%lld", (long long)
-		    json_integer_value(json_object_get(cell, "n")));
-	human_age(json_is_number(json_object_get(j, "age_s")) ?
-	    json_number_value(json_object_get(j, "age_s")) : -1, age,
-	    sizeof age);
-	if (json_is_object(tok))
-		(void)snprintf(tokens, sizeof tokens, "%.0f",
-		    json_number_value(json_object_get(tok, "used")));
-	if (last == NULL)
-		last = json_string_value(json_object_get(j, "error"));
-	(void)printf("%-24s %-13s %-5s %-6s %-10s %s\n",
-	    json_string_value(json_object_get(j, "name")),
-	    json_string_value(json_object_get(j, "state")), c, age, tokens,
-	    last != NULL ? last : "-");
+	if (jf_parse(status, strlen(status), in) < 0)
+		return;
+	if (in[2].found == 1)
+		(void)snprintf(c, sizeof c, "%lld", w.cell_n);
+	human_age(in[3].found == 1 ? w.age_s : -1, age, sizeof age);
+	if (in[4].found == 1)
+		(void)snprintf(tokens, sizeof tokens, "%.0f", w.tokens_used);
+	(void)printf("%-24s %-13s %-5s %-6s %-10s %s\n", w.name, w.state, c,
+	    age, tokens, w.last != NULL ? w.last : w.error != NULL ? w.error :
+	    "-");
+	jf_in_free(in);
 }
 
 static void
 list(struct found *f, int as_json)
 {
-	json_t *j;
 	char *s;
 	size_t i;
 
@@ -397,15 +465,13 @@ list(struct found *f, int as_json)
 		    "CELL", "AGE", "TOKENS", "LAST");
 	for (i = 0; i < f->n; i++) {
 		if ((i > 0 && strcmp(f->path[i], f->path[i - 1]) == 0) ||
-		    (j = status_of(f->path[i])) == NULL)
+		    (s = status_of(f->path[i])) == NULL)
 			continue;
-		if (as_json && (s = json_dumps(j, JSON_COMPACT)) != NULL) {
+		if (as_json)
 			(void)printf("%s\n", s);
-			free(s);
-		} else if (!as_json) {
-			print_line(j);
-		}
-		json_decref(j);
+		else
+			print_line(s);
+		free(s);
 	}
 	for (i = 0; i < f->n; i++)
 		free(f->path[i]);

@@ -7,8 +7,8 @@
  * loop, with the front end's UI paused (runner_config.pause_ui) while it
  * waits.
  *
- * May include: runner_impl.h, hostreq.h, history.h, jansson (request and
- * reply bodies), common/log.h.
+ * May include: runner_impl.h, hostreq.h, history.h, text/jsonf.h (input()'s
+ * request body), common/log.h.
  */
 #include "supervisor/run/runner_impl.h"
 
@@ -18,10 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "supervisor/cells/history.h"
 #include "supervisor/run/hostreq.h"
+#include "supervisor/text/jsonf.h"
 
 void
 hostserve_input_stop(struct runner *r)
@@ -75,12 +74,26 @@ input_event(struct loop *l, int fd, short revents, void *ctx)
 	(void)input_try_answer(r);
 }
 
+/* input()'s {"prompt": ...} (malloc'ed), or NULL: none, or a body that
+ * is not an object, or a prompt that is not a string. */
+static char *
+input_prompt(const struct msg_request *q)
+{
+	char *prompt = NULL;
+	struct jf_in in[] = {
+		{ .key = "prompt", .kind = JF_KSTR, .dst = &prompt },
+		{ .key = NULL }
+	};
+
+	if (jf_parse((const char *)q->body.ptr, q->body.len, in) < 0)
+		return NULL;
+	return prompt;
+}
+
 static void
 serve_input(struct runner *r, const struct msg_request *q)
 {
-	json_t *body = json_loadb(q->body.ptr, q->body.len, 0, NULL);
-	const char *prompt = json_string_value(json_object_get(body,
-	    "prompt"));
+	char *prompt = input_prompt(q);
 
 	if (r->input_id != 0) {
 		runner_reply_error(r, q->id, "RuntimeError",
@@ -103,10 +116,9 @@ serve_input(struct runner *r, const struct msg_request *q)
 			r->input_id = 0;
 		}
 	}
-	json_decref(body);
+	free(prompt);
 }
 
-/* Replies with j (consumed); redacted like everything cells see. */
 /* Replies with s (consumed), JSON text, or says it could not be built. */
 static void
 reply_text(struct runner *r, uint64_t id, char *s)

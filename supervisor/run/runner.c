@@ -10,8 +10,8 @@
  * struct runner is in runner_impl.h.
  *
  * May include: runner_impl.h, config.h, procstat.h, cells.h, redact.h,
- * workers.h, sandbox/ (contain, jail), common/log.h, jansson (the error
- * reply's body).
+ * workers.h, sandbox/ (contain, jail), common/log.h, text/jsonf.h (the
+ * error reply's body).
  */
 #include "supervisor/run/runner_impl.h"
 
@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
 #include "supervisor/run/procstat.h"
+#include "supervisor/text/jsonf.h"
 
 static void w_output(struct worker *w, int stream, const char *p, size_t n,
     void *ctx);
@@ -443,11 +442,12 @@ void
 runner_reply_error(struct runner *r, uint64_t id, const char *type,
     const char *message)
 {
-	json_t *o = json_pack("{s:s, s:s}", "type", type, "message", message);
-	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	struct jf f[] = { JF_S("type", type), JF_S("message", message),
+	    JF_END };
+	size_t n;
+	char *s = jf_dumps(f, &n);
 
 	if (s != NULL)
-		(void)worker_reply(r->w, id, REPLY_ERROR, s, strlen(s));
+		(void)worker_reply(r->w, id, REPLY_ERROR, s, n);
 	free(s);
-	json_decref(o);
 }
