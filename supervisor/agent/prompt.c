@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/model/http.h"
@@ -83,25 +81,41 @@ make_instructions(const struct agent_config *c)
 	return s;
 }
 
+/*
+ * text as a JSON string literal (malloc'ed): the value of a one-field
+ * object's text (jsonf has no bare string), its `{"s":` and `}` cut off.
+ */
+static char *
+json_literal(const char *text)
+{
+	struct jf f[] = { JF_S("s", text), JF_END };
+	size_t len;
+	char *obj = jf_dumps(f, &len), *lit;
+
+	if (obj == NULL || len < 6) {
+		free(obj);
+		return NULL;
+	}
+	lit = strndup(obj + 5, len - 6);
+	free(obj);
+	return lit;
+}
+
 /* Cell 0, the only code the engine writes. */
 char *
 agent_first_cell(const char *task)
 {
-	json_t *lit = json_string("");
-	char *text, *code = NULL;
+	char *text, *lit, *code = NULL;
 
 	if (asprintf(&text, "%s\nSubmit the first Python cell.", task) < 0)
 		return NULL;
-	json_decref(lit);
-	lit = json_string(text);
-	free(text);
 	/* A JSON string without \u escapes above U+001F is a Python literal. */
-	text = lit != NULL ? json_dumps(lit, JSON_ENCODE_ANY) : NULL;
-	if (text != NULL && asprintf(&code, "response = call_me(input=%s)\n"
-	    "print(response.output_text)\n", text) < 0)
-		code = NULL;
+	lit = json_literal(text);
 	free(text);
-	json_decref(lit);
+	if (lit != NULL && asprintf(&code, "response = call_me(input=%s)\n"
+	    "print(response.output_text)\n", lit) < 0)
+		code = NULL;
+	free(lit);
 	return code;
 }
 
