@@ -162,8 +162,9 @@ agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
 	if (c->status != CELL_ERROR || c->kind == KIND_RESTART ||
 	    c->kind == KIND_STOPPED)
 		return 0;
-	for (i = 0; i < a->nsigs && strcmp(a->sigs[i].sig, sig) != 0; i++)
-		continue;
+	for (i = 0; i < a->nsigs; i++)
+		if (strcmp(a->sigs[i].sig, sig) == 0)
+			break;
 	if (i < a->nsigs) {
 		seen = ++a->sigs[i].seen;
 	} else if ((grown = realloc(a->sigs, (a->nsigs + 1) *
