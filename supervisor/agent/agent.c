@@ -27,13 +27,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 extern char **environ;
 
 #include "common/log.h"
 #include "supervisor/agent/agent_int.h"
-#include "supervisor/cells/record_json.h"
+#include "supervisor/cells/past.h"
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/cells/journal.h"
@@ -437,7 +435,6 @@ agent_run(struct agent *a, const char *wpath)
 	if (agent_setup_model(a) < 0)
 		return EXIT_USAGE;
 	agent_ctl_open(a);	/* before the world: it is masked there */
-	a->signatures = json_object();
 	agent_start_deadline(a);
 	agent_ev_live(a, a_alive);
 	rcfg.red = a->red;
@@ -463,8 +460,8 @@ agent_run(struct agent *a, const char *wpath)
 	}
 	rc = a->cfg.resume ? agent_resume(a) : -1;
 	/* the history reads old cells back from the journal itself */
-	json_decref(a->records);
-	a->records = NULL;
+	journal_past_free(a->past);
+	a->past = NULL;
 	if (rc < 0 && !a->stopping) {	/* a new run, or no cell yet */
 		code = agent_first_cell(a->task);
 		if (code != NULL)
@@ -505,9 +502,9 @@ agent_free(struct agent *a)
 	agent_clear_successor(a);
 	free(a->instructions);
 	journal_close(a->journal);
-	json_decref(a->records);
+	journal_past_free(a->past);
 	free(a->task_kept);
-	json_decref(a->signatures);
+	agent_failures_free(a);
 	free(a->stop_reason);
 	free(a->restart_note);
 }

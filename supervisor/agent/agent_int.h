@@ -11,8 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "common/exitcodes.h"
 #include "common/log.h"
 #include "proto/proto.h"
@@ -29,6 +27,7 @@
 struct ctl;
 struct jf;
 struct journal;
+struct journal_past;
 struct pending;
 
 /* A model call in the journal (calljournal.c): its id (-1: not
@@ -36,6 +35,12 @@ struct pending;
 struct call_mark {
 	long long id;
 	long long journaled;
+};
+
+/* A failure signature and how many times it was seen (budget.c). */
+struct sig_seen {
+	char *sig;
+	long long seen;
 };
 
 struct agent {
@@ -66,14 +71,15 @@ struct agent {
 	unsigned failures, failed_cells;
 	struct cell *failed;	/* the record the repair is about */
 	struct journal *journal;	/* NULL: not journaled */
-	json_t *records;		/* the journal read back (--resume) */
+	struct journal_past *past;	/* the journal read back (--resume) */
 	char *stop_reason;
 	int stopping;			/* a stop was decided: stop_rc */
 	int stop_rc;
 	int journal_broken;		/* 0, or the exit code: EXIT_JOURNAL (a
 					   write failed), EXIT_USAGE (gone) */
 	int journal_ended;		/* the stop record is written */
-	json_t *signatures;		/* failure signature -> times seen */
+	struct sig_seen *sigs;		/* the failure signatures seen */
+	size_t nsigs;
 	unsigned worst_repeat;		/* most times one signature was seen */
 	/* tokens: the journal's (earlier starts), estimates of calls that
 	 * reported no usage, what the model counted at its end, the last
@@ -154,8 +160,9 @@ void agent_call_grew(struct agent *a, struct call_mark *m, size_t bytes);
 void agent_settle_cut_calls(struct agent *a);
 int agent_too_many_failures(struct agent *a, uint32_t last);
 char *agent_failure_signature(const struct cell *c);
-json_int_t agent_count_failure(struct agent *a, const struct cell *c,
+long long agent_count_failure(struct agent *a, const struct cell *c,
     const char *sig);
+void agent_failures_free(struct agent *a);
 int agent_over_budget(struct agent *a, const struct cell *c);
 int agent_resume_over_budget(struct agent *a);
 void agent_start_deadline(struct agent *a);

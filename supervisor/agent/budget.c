@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
@@ -151,20 +149,47 @@ agent_record_usage(struct agent *a, long long tokens, long long estimated,
 /*
  * Counts c's failure signature (a restart is not the code's failure);
  * returns how many times it was seen, 0 for a cell that did not fail.
+ * The signatures seen are few (a run stops after a few failures in a
+ * row): a list searched in order.
  */
-json_int_t
+long long
 agent_count_failure(struct agent *a, const struct cell *c, const char *sig)
 {
-	json_int_t seen;
+	struct sig_seen *grown;
+	long long seen = 1;
+	size_t i;
 
 	if (c->status != CELL_ERROR || c->kind == KIND_RESTART ||
 	    c->kind == KIND_STOPPED)
 		return 0;
-	seen = json_integer_value(json_object_get(a->signatures, sig)) + 1;
-	(void)json_object_set_new(a->signatures, sig, json_integer(seen));
-	if (seen > (json_int_t)a->worst_repeat)
+	for (i = 0; i < a->nsigs; i++)
+		if (strcmp(a->sigs[i].sig, sig) == 0)
+			break;
+	if (i < a->nsigs) {
+		seen = ++a->sigs[i].seen;
+	} else if ((grown = realloc(a->sigs, (a->nsigs + 1) *
+	    sizeof *grown)) != NULL) {
+		a->sigs = grown;
+		if ((grown[i].sig = strdup(sig)) != NULL) {
+			grown[i].seen = 1;
+			a->nsigs++;
+		}
+	}
+	if (seen > (long long)a->worst_repeat)
 		a->worst_repeat = (unsigned)seen;
 	return seen;
+}
+
+void
+agent_failures_free(struct agent *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->nsigs; i++)
+		free(a->sigs[i].sig);
+	free(a->sigs);
+	a->sigs = NULL;
+	a->nsigs = 0;
 }
 
 /*
@@ -246,7 +271,7 @@ int
 agent_over_budget(struct agent *a, const struct cell *c)
 {
 	char why[512], *sig;
-	json_int_t seen;
+	long long seen;
 
 	why[0] = '\0';
 	if (a->cfg.max_cells > 0 && runner_cells(a->runner)->n >=
@@ -258,9 +283,9 @@ agent_over_budget(struct agent *a, const struct cell *c)
 	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
 	    (sig = agent_failure_signature(c)) != NULL) {
 		seen = agent_count_failure(a, c, sig);
-		if (seen >= (json_int_t)a->cfg.max_same_failure)
+		if (seen >= (long long)a->cfg.max_same_failure)
 			(void)snprintf(why, sizeof why, "stopping: the same failure "
-			    "happened %lld times (%s)", (long long)seen, sig);
+			    "happened %lld times (%s)", seen, sig);
 		free(sig);
 	}
 	if (why[0] == '\0')

@@ -11,13 +11,9 @@
 #include "supervisor/agent/agent_int.h"
 #include "supervisor/text/jsonf.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-#include <jansson.h>
-
 #include "common/log.h"
 #include "supervisor/agent/price.h"
+#include "supervisor/cells/past.h"
 
 #define CALL_STEP 256	/* tokens: about 1 KiB of stream */
 
@@ -58,76 +54,27 @@ agent_call_grew(struct agent *a, struct call_mark *m, size_t bytes)
 }
 
 /*
- * The calls the journal started and never settled, after its last usage
- * record: their ids (an array) and, in *tokens, their last estimates.
- * Also sets a->call_seq past every id the journal used.
- */
-static json_t *
-unsettled(struct agent *a, long long *tokens)
-{
-	json_t *open = json_object(), *r, *ids, *v;
-	const char *type, *key;
-	char k[24];
-	size_t i, n;
-	json_int_t id;
-
-	json_array_foreach(a->records, i, r) {
-		type = json_string_value(json_object_get(r, "type"));
-		if (strcmp(type, "call") == 0) {
-			id = json_integer_value(json_object_get(r, "id"));
-			(void)snprintf(k, sizeof k, "%lld", (long long)id);
-			(void)json_object_set(open, k, json_object_get(r,
-			    "estimated"));
-			if (id >= a->call_seq)
-				a->call_seq = id + 1;
-		} else if (strcmp(type, "usage") == 0) {
-			json_array_foreach(json_object_get(r, "calls"), n, v) {
-				(void)snprintf(k, sizeof k, "%lld", (long long)
-				    json_integer_value(v));
-				(void)json_object_del(open, k);
-			}
-		}
-	}
-	ids = json_array();
-	*tokens = 0;
-	json_object_foreach(open, key, v) {
-		*tokens += json_integer_value(v);
-		(void)json_array_append_new(ids, json_integer(strtoll(key,
-		    NULL, 10)));
-	}
-	json_decref(open);
-	return ids;
-}
-
-/*
- * --resume: the calls cut by the restart count their last estimates (as
- * output tokens, the dearest kind, like every estimate), settled at once
- * in a usage record.
+ * --resume: the calls cut by the restart (started in the journal, never
+ * settled by a usage record) count their last estimates (as output
+ * tokens, the dearest kind, like every estimate), settled at once in a
+ * usage record. The next call's id follows every id the journal used.
  */
 void
 agent_settle_cut_calls(struct agent *a)
 {
-	long long est, *cut;
-	json_t *ids = unsettled(a, &est);
-	size_t i, n;
+	const long long *cut;
+	long long est, next = journal_past_next_call(a->past);
+	size_t n = journal_past_cut_calls(a->past, &cut, &est);
 
-	if (json_array_size(ids) == 0) {
-		json_decref(ids);
+	if (next > a->call_seq)
+		a->call_seq = next;
+	if (n == 0)
 		return;
-	}
 	a->tokens_base += est;
 	if (a->priced)
 		a->cost_base += price_cost(&a->price, 0, 0, est);
 	a->tokens_journaled = a->tokens_base;
 	log_warnx("--resume: %zu model call%s cut by the restart: %lld "
-	    "estimated tokens counted", json_array_size(ids),
-	    json_array_size(ids) == 1 ? " was" : "s were", est);
-	n = json_array_size(ids);
-	if ((cut = calloc(n, sizeof *cut)) != NULL) {
-		for (i = 0; i < n; i++)
-			cut[i] = json_integer_value(json_array_get(ids, i));
-		agent_record_usage(a, a->tokens_base, est, cut, n, a->cost_base);
-	}
-	free(cut);
-	json_decref(ids);
+	    "estimated tokens counted", n, n == 1 ? " was" : "s were", est);
+	agent_record_usage(a, a->tokens_base, est, cut, n, a->cost_base);
 }

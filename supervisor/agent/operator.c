@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "common/procfs.h"
+#include "supervisor/cells/past.h"
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
@@ -266,32 +267,17 @@ agent_op_notes_delivered(struct agent *a)
 	show_flags(a);
 }
 
-static const char *
-type_of(const json_t *rec)
-{
-	const char *t = json_string_value(json_object_get(rec, "type"));
-
-	return t != NULL ? t : "";
-}
-
 /* --resume: the journal's notes that no model request carried (no
  * "note_delivered" after them) go with the next request. */
 void
 agent_op_renote(struct agent *a)
 {
-	const json_t *r, *text;
-	size_t i, from = 0;
+	const char *text;
+	size_t i;
 
-	json_array_foreach(a->records, i, r)
-		if (strcmp(type_of(r), "note_delivered") == 0)
-			from = i + 1;
-	for (i = from; i < json_array_size(a->records); i++) {
-		r = json_array_get(a->records, i);
-		text = json_object_get(r, "text");
-		if (strcmp(type_of(r), "note") == 0 && json_is_string(text) &&
-		    queue_note(a, json_string_value(text)) == 0)
+	for (i = 0; (text = journal_past_note(a->past, i)) != NULL; i++)
+		if (queue_note(a, text) == 0)
 			a->notes_pending++;
-	}
 	if (a->notes_pending > 0) {
 		log_info("%u operator note(s) not delivered before the restart "
 		    "go with the model's next request", a->notes_pending);

@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
 #include "supervisor/model/hosttools.h"
 #include "supervisor/model/http.h"
@@ -87,21 +85,17 @@ make_instructions(const struct agent_config *c)
 char *
 agent_first_cell(const char *task)
 {
-	json_t *lit = json_string("");
-	char *text, *code = NULL;
+	char *text, *lit, *code = NULL;
 
 	if (asprintf(&text, "%s\nSubmit the first Python cell.", task) < 0)
 		return NULL;
-	json_decref(lit);
-	lit = json_string(text);
-	free(text);
 	/* A JSON string without \u escapes above U+001F is a Python literal. */
-	text = lit != NULL ? json_dumps(lit, JSON_ENCODE_ANY) : NULL;
-	if (text != NULL && asprintf(&code, "response = call_me(input=%s)\n"
-	    "print(response.output_text)\n", text) < 0)
-		code = NULL;
+	lit = jf_string(text, (size_t)-1);
 	free(text);
-	json_decref(lit);
+	if (lit != NULL && asprintf(&code, "response = call_me(input=%s)\n"
+	    "print(response.output_text)\n", lit) < 0)
+		code = NULL;
+	free(lit);
 	return code;
 }
 

@@ -5,14 +5,13 @@
  */
 #include "supervisor/agent/agent_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
-#include "supervisor/cells/record_json.h"
 #include "supervisor/model/model.h"
+#include "supervisor/text/jsonf.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
 
@@ -100,25 +99,19 @@ static const struct model_call_ops recovery_ops = {
 void
 agent_start_recovery(struct agent *a)
 {
-	json_t *rec = json_pack("{s:s}", "task", a->task);
+	struct jf task[] = { JF_S("task", a->task), JF_END };
 	struct model_req *q;
 	char *text, *clean, *input, why[512];
 	uint64_t req, call;
 	size_t n;
 
-	if (a->stopping) {
-		json_decref(rec);
+	if (a->stopping)
 		return;		/* nothing new starts */
-	}
-	if (agent_budget_refuse(a, 0, why, sizeof why)) {	/* stopped */
-		json_decref(rec);
+	if (agent_budget_refuse(a, 0, why, sizeof why))	/* stopped */
 		return;
-	}
-	(void)json_object_update_new(rec, cells_json(a->failed));
-	text = json_dumps(rec, JSON_COMPACT);
-	json_decref(rec);
-	clean = text != NULL ? redact_string(a->red, text, strlen(text), &n) :
-	    NULL;
+	/* {"task":...} and the failed cell's whole record */
+	text = cells_json_text(a->failed, task, NULL, &n);
+	clean = text != NULL ? redact_string(a->red, text, n, &n) : NULL;
 	free(text);
 	if (clean == NULL || asprintf(&input, "%s%s", RECOVERY_PREFIX,
 	    clean) < 0 || (q = model_req_text(input)) == NULL) {

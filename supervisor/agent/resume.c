@@ -15,12 +15,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <jansson.h>
-
 #include "common/log.h"
 #include "common/path.h"
-#include "supervisor/cells/record_json.h"
 #include "supervisor/cells/journal.h"
+#include "supervisor/cells/past.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
@@ -45,51 +43,24 @@ agent_add_restart_note(struct agent *a, struct model_req *q, const char *sep)
 	return n;
 }
 
-static json_t *
-find_type(const json_t *records, const char *type, int last)
-{
-	json_t *r, *found = NULL;
-	size_t i;
-
-	json_array_foreach(records, i, r) {
-		const char *t = json_string_value(json_object_get(r, "type"));
-
-		if (t != NULL && strcmp(t, type) == 0) {
-			found = r;
-			if (!last)
-				break;
-		}
-	}
-	return found;
-}
-
-static size_t
-count_type(const json_t *records, const char *type)
-{
-	const json_t *r;
-	size_t i, n = 0;
-
-	json_array_foreach(records, i, r)
-		n += strcmp(json_string_value(json_object_get(r, "type")),
-		    type) == 0;
-	return n;
-}
-
 /*
  * The money spent before the restart: the last usage record's. Tokens
  * journaled without a cost (no price was known then) are priced as
  * output, the dearest kind: the pessimistic choice, as for estimates.
  */
 static void
-restore_cost(struct agent *a, const json_t *cost)
+restore_cost(struct agent *a)
 {
-	if (json_is_number(cost) && a->priced) {
-		a->cost_base = json_number_value(cost);
+	double cost = 0;
+	int has_cost = journal_past_cost(a->past, &cost);
+
+	if (has_cost && a->priced) {
+		a->cost_base = cost;
 	} else if (a->priced && a->tokens_base > 0) {
 		a->cost_base = price_cost(&a->price, 0, 0, a->tokens_base);
 		log_warnx("--resume: %lld tokens were journaled without their "
 		    "cost: counted as output tokens", a->tokens_base);
-	} else if (json_is_number(cost)) {
+	} else if (has_cost) {
 		log_warnx("--resume: the run's cost so far is not counted: no "
 		    "price is known for the model %s", a->cfg.model);
 	}
@@ -103,20 +74,19 @@ restore_cost(struct agent *a, const json_t *cost)
 static int
 load_journal(struct agent *a)
 {
-	const json_t *run, *usage;
 	const char *task;
 	char *err = NULL;
+	double at;
 
-	a->records = journal_load(a->journal, a->cfg.journal, &err);
-	if (a->records == NULL) {
+	a->past = journal_past_load(a->journal, a->cfg.journal, &err);
+	if (a->past == NULL) {
 		log_warnx("--resume: %s", err != NULL ? err : "out of memory");
 		free(err);
 		return -1;
 	}
-	if (json_array_size(a->records) == 0 && a->task != NULL)
+	if (journal_past_empty(a->past) && a->task != NULL)
 		return 1;
-	run = find_type(a->records, "run", 0);
-	task = json_string_value(json_object_get(run, "task"));
+	task = journal_past_task(a->past, &at);
 	if (task == NULL) {
 		log_warnx("--resume: %s holds no run record", a->cfg.journal);
 		return -1;
@@ -129,17 +99,16 @@ load_journal(struct agent *a)
 	if ((a->task_kept = strdup(task)) == NULL)
 		return -1;
 	a->task = a->task_kept;
-	a->run_started = json_number_value(json_object_get(run, "at"));
-	usage = find_type(a->records, "usage", 1);
-	a->tokens_base = json_integer_value(json_object_get(usage, "tokens"));
+	a->run_started = at;
+	a->tokens_base = journal_past_tokens(a->past);
 	a->tokens_journaled = a->tokens_base;
-	restore_cost(a, json_object_get(usage, "cost"));
+	restore_cost(a);
 	return 0;
 }
 
 /* The exit codes a run ends with by its own decision (README). */
 static int
-finished_code(json_int_t rc)
+finished_code(long long rc)
 {
 	return rc == EXIT_OK || rc == EXIT_FAILED || rc == EXIT_BUDGET ||
 	    rc == EXIT_OPERATOR;
@@ -153,17 +122,12 @@ finished_code(json_int_t rc)
 static int
 refuse_resume(struct agent *a)
 {
-	const json_t *last = json_array_get(a->records,
-	    json_array_size(a->records) - 1);
 	const char *reason;
-	size_t restarts = count_type(a->records, "resume");
-	json_int_t rc;
+	size_t restarts = journal_past_resumes(a->past);
+	long long rc;
 	char why[256];
 
-	rc = json_integer_value(json_object_get(last, "exit"));
-	if (strcmp(json_string_value(json_object_get(last, "type")),
-	    "stop") == 0 && finished_code(rc)) {
-		reason = json_string_value(json_object_get(last, "reason"));
+	if (journal_past_ended(a->past, &rc, &reason) && finished_code(rc)) {
 		log_warnx("--resume: the run in %s has already ended (exit %d: "
 		    "%s); nothing to resume", a->cfg.journal, (int)rc,
 		    reason != NULL ? reason : rc == EXIT_OK ? "quit()" : "?");
@@ -294,53 +258,17 @@ agent_open_journal(struct agent *a)
 	return 0;
 }
 
-/* The journal's records of one type by cell number, as an object. */
-static json_t *
-by_cell(const json_t *records, const char *type)
-{
-	json_t *o = json_object(), *r;
-	char key[24];
-	size_t i;
-
-	json_array_foreach(records, i, r) {
-		const char *t = json_string_value(json_object_get(r, "type"));
-
-		if (t == NULL || strcmp(t, type) != 0)
-			continue;
-		(void)snprintf(key, sizeof key, "%lld", (long long)
-		    json_integer_value(json_object_get(r, "cell")));
-		(void)json_object_set(o, key, r);
-	}
-	return o;
-}
-
-/* A cell back from its journal records (only their places are in memory). */
+/* A cell back from its journal records (only their places are in
+ * memory); one the restart cut off gets its output record now. */
 static struct cell *
-restore_cell(struct agent *a, const json_t *in, const json_t *out)
+restore_cell(struct agent *a, size_t n)
 {
-	json_t *i = in != NULL ? journal_full(a->journal, in) : NULL;
-	json_t *o = out != NULL ? journal_full(a->journal, out) : NULL;
-	struct cell *c = NULL;
-	uint64_t off;
-	size_t len;
+	struct cell *c;
+	int finished;
 
-	if (in != NULL && (i == NULL || (out != NULL && o == NULL)))
-		log_warn("--resume: cannot read cell records back from %s",
-		    a->cfg.journal);
-	else if (i != NULL)
-		c = cells_restore(runner_cells(a->runner), i, o);
-	json_decref(i);
-	json_decref(o);
-	if (c == NULL)
-		return NULL;
-	if (journal_where(in, &off, &len) == 0)
-		cells_journaled(runner_cells(a->runner), c, 0, a->journal, off,
-		    len);
-	if (out == NULL)	/* it was running when we went down */
+	c = journal_past_cell(a->past, runner_cells(a->runner), n, &finished);
+	if (c != NULL && !finished)	/* it was running when we went down */
 		(void)agent_record_cell(a, c, 1);
-	else if (journal_where(out, &off, &len) == 0)
-		cells_journaled(runner_cells(a->runner), c, 1, a->journal, off,
-		    len);
 	return c;
 }
 
@@ -351,16 +279,12 @@ restore_cell(struct agent *a, const json_t *in, const json_t *out)
 static struct cell *
 restore_cells(struct agent *a)
 {
-	json_t *in = by_cell(a->records, "input");
-	json_t *out = by_cell(a->records, "output");
-	struct cell *c = NULL;
-	char key[24], *sig;
+	struct cell *c;
+	char *sig;
 	size_t n;
 
 	for (n = 0;; n++) {
-		(void)snprintf(key, sizeof key, "%zu", n);
-		if ((c = restore_cell(a, json_object_get(in, key),
-		    json_object_get(out, key))) == NULL)
+		if ((c = restore_cell(a, n)) == NULL)
 			break;
 		if (c->kind == KIND_RESTART || c->kind == KIND_STOPPED)
 			continue;	/* not the code's doing: counts neither way */
@@ -370,8 +294,6 @@ restore_cells(struct agent *a)
 			(void)agent_count_failure(a, c, sig);
 		free(sig);
 	}
-	json_decref(in);
-	json_decref(out);
 	return runner_last(a->runner);
 }
 
@@ -405,21 +327,19 @@ set_restart_note(struct agent *a, const struct cell *last)
  * cell already given, or a new repair request.
  */
 static void
-continue_from(struct agent *a, struct cell *last, const json_t *s)
+continue_from(struct agent *a, struct cell *last)
 {
-	const json_t *code = json_object_get(s, "code");
-	const json_t *repair = json_object_get(s, "repair");
+	struct past_successor succ;
+	const struct past_successor *s = journal_past_successor(a->past,
+	    last->n, &succ) ? &succ : NULL;
 	int code_failed = last->status != CELL_OK &&
 	    last->kind != KIND_RESTART && last->kind != KIND_STOPPED;
 
-	if (s != NULL && !code_failed && !json_is_true(repair)) {
-		agent_run_cell(a, json_string_value(code),
-		    json_string_length(code),
-		    json_string_value(json_object_get(s, "summary")),
+	if (s != NULL && !code_failed && s->repair != PAST_REPAIR_YES) {
+		agent_run_cell(a, s->code, s->len, s->summary,
 		    (int64_t)last->n);
-	} else if (s != NULL && code_failed && !json_is_false(repair)) {
-		agent_run_cell(a, json_string_value(code),
-		    json_string_length(code), RECOVERY_SUMMARY, -1);
+	} else if (s != NULL && code_failed && s->repair != PAST_REPAIR_NO) {
+		agent_run_cell(a, s->code, s->len, RECOVERY_SUMMARY, -1);
 	} else if (agent_too_many_failures(a, last->n)) {
 		return;
 	} else {
@@ -435,48 +355,34 @@ continue_from(struct agent *a, struct cell *last, const json_t *s)
 static int
 operator_stopped(struct agent *a)
 {
-	const json_t *r;
-	const char *cmd;
+	const char *cmd = journal_past_operator_stop(a->past);
 	char why[160];
-	size_t i;
 
-	json_array_foreach(a->records, i, r) {
-		const char *t = json_string_value(json_object_get(r, "type"));
-
-		cmd = json_string_value(json_object_get(r, "command"));
-		if (t == NULL || strcmp(t, "operator") != 0 || cmd == NULL ||
-		    strncmp(cmd, "stop", 4) != 0)
-			continue;
-		(void)snprintf(why, sizeof why, "stopping: the operator stopped "
-		    "the run (agentz ctl %s) before the supervisor restarted",
-		    cmd);
-		agent_stop(a, EXIT_OPERATOR, why);
-		return 1;
-	}
-	return 0;
+	if (cmd == NULL)
+		return 0;
+	(void)snprintf(why, sizeof why, "stopping: the operator stopped the "
+	    "run (agentz ctl %s) before the supervisor restarted", cmd);
+	agent_stop(a, EXIT_OPERATOR, why);
+	return 1;
 }
 
 /* Continues a journaled run. -1 when no cell ran yet: start with cell 0. */
 int
 agent_resume(struct agent *a)
 {
-	json_t *succ = by_cell(a->records, "successor");
 	struct cell *last = restore_cells(a);
-	char key[24];
 
 	log_info("resuming: %zu cells in %s (restart %zu)",
 	    runner_cells(a->runner)->n, a->cfg.journal,
-	    count_type(a->records, "resume") + 1);
+	    journal_past_resumes(a->past) + 1);
 	if (last != NULL && last->status == CELL_EXITED) {
 		log_info("the run had already ended with quit()");
 		agent_stop(a, EXIT_OK, NULL);
 	} else if (!operator_stopped(a) && !agent_resume_over_budget(a) &&
 	    last != NULL) {
-		(void)snprintf(key, sizeof key, "%u", last->n);
 		set_restart_note(a, last);
 		agent_op_renote(a);
-		continue_from(a, last, json_object_get(succ, key));
+		continue_from(a, last);
 	}
-	json_decref(succ);
 	return last == NULL ? -1 : 0;
 }

@@ -1,8 +1,9 @@
 /*
  * cells.h - the cell history: one record per cell, inputs written before
  * the cell runs and outputs after (SPEC §2), with the output captured
- * under a head+tail cap. Plain structs: the record as JSON is
- * record_json.h, the store of evicted records store.h.
+ * under a head+tail cap. Plain structs: the record as JSON text is
+ * cells_json_text below (the JSON values, cells/ only: record_json.h),
+ * the store of evicted records store.h, the journal read back past.h.
  */
 #ifndef AGENTZ_CELLS_H
 #define AGENTZ_CELLS_H

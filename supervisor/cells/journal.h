@@ -11,8 +11,8 @@
  *   {"v":1,"type":"call","id":n,"estimated":t}  (a model call in flight)
  *   {"v":1,"type":"stop","exit":rc,"reason":..,"at":..}
  * Every line is redacted like everything else that is recorded. A
- * restarted supervisor reads it back (journal_load, record_json.h) to
- * resume the run.
+ * restarted supervisor reads it back (past.h, over record_json.c's
+ * journal_load) to resume the run.
  *
  * The journal is a log like a database's: one supervisor at a time holds
  * it (an exclusive flock on a close-on-exec descriptor, for the life of

@@ -1,8 +1,13 @@
 /*
  * record_json.h - a cell record (cells.h) as JSON and back, and the
  * journal's records (journal.h) as JSON: the one place that knows the
- * records' JSON form, used by the journal, the spill store, exec --json,
- * the history views and resume.
+ * records' JSON form, used by the journal, the spill store, the history
+ * views and the journal read back (past.c).
+ *
+ * Private to cells/ (and its unit tests): nothing outside cells/ includes
+ * it. Other modules get a record as text (cells_json_text, cells.h), the
+ * journal read back typed (past.h), and write records with fields
+ * (journal_append_f, journal_append_cell, journal.h).
  */
 #ifndef AGENTZ_RECORD_JSON_H
 #define AGENTZ_RECORD_JSON_H

@@ -17,13 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/buf.h"
 #include "common/log.h"
-#include "supervisor/cells/record_json.h"
 #include "supervisor/front/config.h"
 #include "supervisor/ui/out.h"
+#include "supervisor/text/jsonf.h"
 #include "supervisor/text/redact.h"
 #include "supervisor/run/runner.h"
 #include "supervisor/agent/runstop.h"
@@ -175,28 +173,26 @@ static void
 print_json(struct exec_run *x, const struct cell *c)
 {
 	const struct worker *w = runner_worker(x->runner);
-	json_t *o = cells_json(c);
-	json_t *wj;
+	struct jf wf[] = { JF_I("pid", (int)c->worker_pid),
+	    JF_I("generation", (int)c->worker_gen),
+	    JF_I("spawn_ready_us", worker_spawn_ready_us(w)),
+	    JF_S("python", worker_python_version(w)),
+	    JF_S("sandbox", worker_sandbox(w)),
+	    JF_S("containment", runner_containment(x->runner)),
+	    JF_S("isolation", runner_isolation(x->runner)), JF_END };
+	struct jf after[] = { JF_O("worker", wf), JF_END };
 	char *s, *clean;
 	size_t n;
 
-	wj = json_pack("{s:i, s:i, s:I, s:s, s:s, s:s, s:s}",
-	    "pid", (int)c->worker_pid, "generation", (int)c->worker_gen,
-	    "spawn_ready_us", (json_int_t)worker_spawn_ready_us(w),
-	    "python", worker_python_version(w), "sandbox", worker_sandbox(w),
-	    "containment", runner_containment(x->runner),
-	    "isolation", runner_isolation(x->runner));
-	(void)json_object_set_new(o, "worker", wj);
-	s = json_dumps(o, JSON_COMPACT);
+	s = cells_json_text(c, NULL, after, &n);
 	/* the record's texts are redacted; the code and the rest too */
-	clean = s != NULL ? redact_string(x->red, s, strlen(s), &n) : NULL;
+	clean = s != NULL ? redact_string(x->red, s, n, &n) : NULL;
 	if (clean != NULL) {
 		clean[n] = '\n';	/* the terminator's place */
 		out_record(1, clean, n + 1);
 	}
 	free(clean);
 	free(s);
-	json_decref(o);
 }
 
 static void

@@ -122,6 +122,18 @@ jf_dumps(const struct jf *f, size_t *len)
 	return s;
 }
 
+char *
+jf_string(const char *s, size_t n)
+{
+	json_t *j = str_value(s != NULL ? s : "", n);
+	char *text = j != NULL ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+
+	json_decref(j);
+	if (text == NULL)
+		errno = ENOMEM;
+	return text;
+}
+
 /* --- reading ----------------------------------------------------------------- */
 
 static int read_fields(const json_t *o, struct jf_in *in);

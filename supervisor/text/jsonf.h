@@ -65,6 +65,12 @@ struct jf {
 char *jf_dumps(const struct jf *f, size_t *len);
 
 /*
+ * s (n bytes; (size_t)-1: strlen) as a JSON string literal, quotes
+ * included, made valid UTF-8 (malloc'ed, NUL-terminated). NULL / ENOMEM.
+ */
+char *jf_string(const char *s, size_t n);
+
+/*
  * The same object as a new jansson value, for the modules that own a
  * JSON format and take fields from the others (the journal). NULL with
  * errno as jf_dumps.

@@ -144,6 +144,22 @@ test_parse_refuses(void **state)
 	assert_int_equal(n, 0);
 }
 
+static void
+test_string(void **state)
+{
+	char *s;
+
+	(void)state;
+	s = jf_string("say \"hi\"\n\x01 caf\xc3\xa9 \xff", (size_t)-1);
+	assert_non_null(s);
+	assert_string_equal(s, "\"say \\\"hi\\\"\\n\\u0001 caf\xc3\xa9 "
+	    "\xef\xbf\xbd\"");
+	free(s);
+	s = jf_string("a\0b", 3);
+	assert_string_equal(s, "\"a\\u0000b\"");
+	free(s);
+}
+
 /* Written then read back: the same values. */
 static void
 test_round_trip(void **state)
@@ -177,6 +193,7 @@ main(void)
 		cmocka_unit_test(test_hostile_values),
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_parse_refuses),
+		cmocka_unit_test(test_string),
 		cmocka_unit_test(test_round_trip),
 	};
 
