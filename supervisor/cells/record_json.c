@@ -17,6 +17,7 @@
 
 #include "supervisor/cells/journal.h"
 #include "supervisor/text/jsonf.h"
+#include "supervisor/text/jsonf_tree.h"
 #include "supervisor/text/utf8.h"
 
 /* --- a cell record from JSON ----------------------------------------------- */

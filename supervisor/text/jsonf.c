@@ -3,6 +3,7 @@
  * jansson. Runs in the supervisor; may allocate.
  */
 #include "supervisor/text/jsonf.h"
+#include "supervisor/text/jsonf_tree.h"
 
 #include <errno.h>
 #include <math.h>

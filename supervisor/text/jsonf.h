@@ -70,14 +70,6 @@ char *jf_dumps(const struct jf *f, size_t *len);
  */
 char *jf_string(const char *s, size_t n);
 
-/*
- * The same object as a new jansson value, for the modules that own a
- * JSON format and take fields from the others (the journal). NULL with
- * errno as jf_dumps.
- */
-struct json_t;
-struct json_t *jf_json(const struct jf *f);
-
 /* --- reading ----------------------------------------------------------------- */
 
 /*
