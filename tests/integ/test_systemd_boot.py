@@ -260,7 +260,8 @@ def test_the_unit_runs_an_agent_in_a_booted_systemd(tmp_path):
     isolation = [x["isolation"] for x in recs if "isolation" in x]
     assert isolation, "no isolation in the journal's records: %r" % kinds
     active = isolation[0].split(",")
-    for want in ("mountns", "pidns", "ipcns", "utsns", "view", "idmap"):
+    for want in ("mountns", "pidns", "ipcns", "utsns", "view", "netns",
+                 "idmap"):
         assert want in active, (want, isolation[0])
     assert any(a.startswith("uid=") for a in active), isolation[0]
     assert any(a.startswith("landlock=") for a in active), isolation[0]
