@@ -475,7 +475,7 @@ class Bench:
                            "required.ready", "off.ready")
             cost("  jail set-up (start - spawn, req - off)",
                  "required.pre", "off.pre")
-            cost("  network namespace, start -> ready (req - nethost)",
+            cost("  network namespace (req - nethost)",
                  "required.ready", "nethost.ready")
             cost("  first worker spawn (req - off)",
                  "required.spawn", "off.spawn")
