@@ -6,8 +6,10 @@
 
 Figures side by side, medians and p90; never a test. Every agentz figure
 is taken with `--isolation required` (the full view: the jail's init as
-PID 1 of new mount/PID/IPC/UTS namespaces, as root a dedicated worker uid
-and an id-mapped workspace, as a plain user a user namespace) and with
+PID 1 of new mount/PID/IPC/UTS namespaces and a network namespace of its
+own, as root a dedicated worker uid and an id-mapped workspace, as a plain
+user a user namespace), with `--isolation required --network host` (the
+same without the network namespace: the start-up rows only) and with
 `--isolation off` (the previous behaviour, no view), as root and, when
 this script runs as root, as `nobody` (copies of the binaries in a 0755
 folder under /var/tmp, a workspace and HOME owned by nobody; the child
@@ -200,7 +202,7 @@ class World:
 
     def agentz_exec(self, mode, cells):
         rc, out, err, tw0, wall, tw1 = self.run(
-            [self.agentz, "exec", "--json", "--isolation", mode, "-"],
+            [self.agentz, "exec", "--json", *MODE_ARGS[mode], "-"],
             "\n# %%\n".join(cells) + "\n")
         recs = []
         for line in out.splitlines():
@@ -210,6 +212,12 @@ class World:
                 except ValueError:
                     pass
         return rc, recs, err, tw0, wall, tw1
+
+
+# the variants: the full world, the same on the host's network, none
+MODE_ARGS = {"required": ["--isolation", "required"],
+             "nethost": ["--isolation", "required", "--network", "host"],
+             "off": ["--isolation", "off"]}
 
 
 class Series:
@@ -253,7 +261,7 @@ class Bench:
     def one_run(self, w, mode):
         rc, recs, err, tw0, wall, tw1 = w.agentz_exec(mode, ["x = 1"])
         if rc != 0 or len(recs) != 1 or recs[0].get("status") != "ok":
-            raise RuntimeError(f"agentz exec --isolation {mode} as "
+            raise RuntimeError(f"agentz exec {' '.join(MODE_ARGS[mode])} as "
                                f"{w.who.name}: rc={rc}, {len(recs)} "
                                f"records; {first_line(err)}")
         r = recs[0]
@@ -326,7 +334,7 @@ class Bench:
         jobs = []
         for u, w in worlds.items():
             if self.built():
-                for mode in ("required", "off"):
+                for mode in ("required", "nethost", "off"):
                     jobs.append((f"{u} run {mode}",
                                  lambda w=w, m=mode: self.one_run(w, m)))
             else:
@@ -414,11 +422,11 @@ class Bench:
             print("  " + "-" * (len(hdr) + 10))
             if (u, "agentz") in self.skip:
                 print(f"  {self.skip[(u, 'agentz')]}")
-            for mode in ("required", "off"):
+            for mode in ("required", "nethost", "off"):
                 if (u, f"{mode}.ready") not in self.s:
                     continue
                 d = self.desc.get((u, mode)) or "?"
-                print(f"  agentz --isolation {mode}: {d}")
+                print(f"  agentz {' '.join(MODE_ARGS[mode])}: {d}")
                 self.row("  start -> first cell dispatched (ready)",
                          self.s.get((u, f"{mode}.ready")),
                          "Popen -> started_at: exec+jail+spawn")
@@ -467,6 +475,8 @@ class Bench:
                            "required.ready", "off.ready")
             cost("  jail set-up (start - spawn, req - off)",
                  "required.pre", "off.pre")
+            cost("  network namespace (req - nethost)",
+                 "required.ready", "nethost.ready")
             cost("  first worker spawn (req - off)",
                  "required.spawn", "off.spawn")
             c_resp = cost("isolation cost, respawned worker",

@@ -23,7 +23,7 @@
 #include "sandbox/landlock.h"
 
 static const int ns_types[JAIL_NS_COUNT] = { CLONE_NEWUSER, CLONE_NEWNS,
-    CLONE_NEWPID, CLONE_NEWIPC, CLONE_NEWUTS };
+    CLONE_NEWPID, CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET };
 
 /* The user namespace first: it gives the rights to join the others. */
 int

@@ -13,7 +13,7 @@
 
 /* The jail's namespaces, in the order they are joined. */
 enum jail_ns { JAIL_NS_USER, JAIL_NS_MNT, JAIL_NS_PID, JAIL_NS_IPC,
-    JAIL_NS_UTS, JAIL_NS_COUNT };
+    JAIL_NS_UTS, JAIL_NS_NET, JAIL_NS_COUNT };
 
 /* What a child needs of the jail, filled by the supervisor beforehand. */
 struct jail_child {

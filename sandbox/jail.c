@@ -1,8 +1,9 @@
 /*
  * jail.c - the supervisor's side of the run's jail (see jail.h): it
  * plans the view (view.c), clones the init (nsinit.c) into new
- * namespaces, opens them for the workers' spawners, asks the init to
- * kill and to say how a process ended, and notices a lost init.
+ * namespaces (the network's: net.c), opens them for the workers'
+ * spawners, asks the init to kill and to say how a process ended, and
+ * notices a lost init.
  *
  * Runs in the supervisor's main thread: may allocate, log nothing. The
  * only exceptions are jail_child_enter and jail_child_worker at the end,
@@ -35,6 +36,7 @@
 #include "common/procfs.h"
 #include "sandbox/child.h"
 #include "sandbox/landlock.h"
+#include "sandbox/net.h"
 #include "sandbox/nsinit.h"
 #include "sandbox/view.h"
 
@@ -54,6 +56,8 @@ struct jail {
 	char *workspace;
 	char desc[256];
 	struct plan *plan;
+	int netns;		/* the worker's network: a namespace of its
+				 * own (else the host's) */
 	unsigned rebuilds;	/* new inits after a lost one */
 	int built;		/* was active once: never runs a worker
 				 * without it again */
@@ -159,6 +163,11 @@ explain(const struct jail *j, const struct init_status *s, char *err,
 	const struct op *o;
 	const char *what;
 
+	if (s->op == INIT_STEP_NET) {
+		(void)snprintf(err, len, "cannot set up the worker's network "
+		    "namespace (lo up): %s", strerror(s->err));
+		return;
+	}
 	if (s->op >= 0 && s->op < j->plan->n) {
 		o = &j->plan->op[s->op];
 		(void)snprintf(err, len, "cannot build the worker's view: %s "
@@ -174,7 +183,7 @@ explain(const struct jail *j, const struct init_status *s, char *err,
 
 /* In enum jail_ns's order. */
 static const char *const ns_names[JAIL_NS_COUNT] = { "ns/user", "ns/mnt",
-    "ns/pid", "ns/ipc", "ns/uts" };
+    "ns/pid", "ns/ipc", "ns/uts", "ns/net" };
 
 static int
 open_ns(struct jail *j)
@@ -183,6 +192,8 @@ open_ns(struct jail *j)
 
 	for (i = j->child.userns ? JAIL_NS_USER : JAIL_NS_MNT;
 	    i < JAIL_NS_COUNT; i++) {
+		if (i == JAIL_NS_NET && !j->netns)
+			continue;	/* the host's: children keep ours */
 		if ((j->child.ns[i] = procfs_open(j->init, ns_names[i],
 		    O_RDONLY)) < 0)
 			return -1;
@@ -190,28 +201,58 @@ open_ns(struct jail *j)
 	return 0;
 }
 
+/*
+ * The init's network (nsinit_main's net). A plain user's init makes the
+ * namespace in its clone: the jail's user namespace owns it, so the init
+ * may bring lo up. Root's joins one net_ns_new made (root may lack
+ * CAP_NET_ADMIN, e.g. in a systemd unit). -1 with errno if it cannot.
+ */
+static int
+init_net(const struct jail *j, int *flags)
+{
+	if (!j->netns)
+		return INIT_NET_HOST;
+	if (j->child.userns) {
+		*flags |= CLONE_NEWNET;
+		return INIT_NET_CLONED;
+	}
+	return net_ns_new();
+}
+
 static int
 start_init(struct jail *j, char *err, size_t len)
 {
 	struct init_status s;
 	ssize_t n;
-	int sv[2], flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+	int sv[2], net, flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 	    CLONE_NEWUTS;
 
 	if (j->child.userns)
 		flags |= CLONE_NEWUSER;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	if ((net = init_net(j, &flags)) == -1) {
+		(void)snprintf(err, len, "cannot make the worker's network "
+		    "namespace (in a user namespace of its own): %s",
+		    strerror(errno));
 		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		if (net >= 0)
+			(void)close(net);
+		return -1;
+	}
 	j->init = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL,
 	    NULL);
 	if (j->init == 0)
-		nsinit_main(j->plan, sv[1]);
+		nsinit_main(j->plan, net, sv[1]);
 	(void)close(sv[1]);
+	if (net >= 0)
+		(void)close(net);	/* the init joins it: it lives on */
 	j->cmd = sv[0];
 	if (j->init < 0) {
 		(void)snprintf(err, len, "cannot make the worker's namespaces "
-		    "(%s): %s", j->child.userns ? "user, mount, PID, IPC, UTS" :
-		    "mount, PID, IPC, UTS", strerror(errno));
+		    "(%s%s): %s", j->child.userns ? "user, mount, PID, IPC, UTS" :
+		    "mount, PID, IPC, UTS", flags & CLONE_NEWNET ? ", network" :
+		    "", strerror(errno));
 		return -1;
 	}
 	if (wait_readable(j->cmd, READY_WAIT_MS) < 0 ||
@@ -245,7 +286,8 @@ describe(struct jail *j)
 	int n;
 
 	n = snprintf(j->desc, sizeof j->desc, "%smountns,pidns,ipcns,utsns,"
-	    "view", j->child.userns ? "userns," : "");
+	    "view%s", j->child.userns ? "userns," : "", j->netns ? ",netns" :
+	    "");
 	if (!j->child.userns && n > 0 && (size_t)n < sizeof j->desc)
 		n += snprintf(j->desc + n, sizeof j->desc - (size_t)n,
 		    ",uid=%u%s", j->child.wuid, j->plan->idmap_fd >= 0 ? ",idmap" :
@@ -278,6 +320,7 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 
 	j->child.userns = !root;
 	j->plan->userns = !root;
+	j->netns = c->network != JAIL_NET_HOST;
 	j->plan->uid = getuid();
 	j->plan->gid = getgid();
 	if (root) {
@@ -497,6 +540,13 @@ const char *
 jail_describe(const struct jail *j)
 {
 	return j != NULL ? j->desc : "none";
+}
+
+const char *
+jail_network(const struct jail *j)
+{
+	/* built once, it never runs a worker without it again */
+	return j != NULL && j->built && j->netns ? "none" : "host";
 }
 
 pid_t

@@ -3,7 +3,9 @@
  *
  * Once per run the supervisor builds a jail: an init process that is PID 1
  * of new mount, PID, IPC and UTS namespaces (and of a user namespace when
- * agentz is not root) and lives as long as the run. It builds the view
+ * agentz is not root) and lives as long as the run, in a network
+ * namespace of the run's own where only lo exists, up (unless the
+ * operator keeps the host's network: JAIL_NET_HOST). It builds the view
  * before anything runs there: the host's root read-only, the workspace
  * read-write (id-mapped to the invoking user when the worker gets its own
  * uid), private size-capped /tmp and /dev/shm, a minimal /dev, a fresh
@@ -41,8 +43,13 @@ enum jail_mode { JAIL_OFF, JAIL_BEST_EFFORT, JAIL_REQUIRED };
 #define JAIL_UID_BASE 1900000000u
 #define JAIL_UID_SLOTS 65536u
 
+/* The worker's network: a namespace of its own with only lo (NONE), or
+ * the host's (HOST, the operator's opt-out). */
+enum jail_network { JAIL_NET_NONE, JAIL_NET_HOST };
+
 struct jail_config {
 	enum jail_mode mode;
+	enum jail_network network;
 	const char *workspace;		/* absolute, symlinks resolved */
 	uint64_t tmp_size;		/* bytes, /tmp and /dev/shm each */
 	const char *const *masks;	/* paths to mask, NULL-ended */
@@ -82,9 +89,13 @@ int jail_lost(const struct jail *j);
 int jail_rebuild(struct jail *j, char *err, size_t errlen);
 /* How many times the jail was rebuilt. */
 unsigned jail_rebuilds(const struct jail *j);
-/* What is active, e.g. "mountns,pidns,ipcns,utsns,view,uid=1900000000,
- * idmap,landlock=7", or "none (why)". */
+/* What is active, e.g. "mountns,pidns,ipcns,utsns,view,netns,
+ * uid=1900000000,idmap,landlock=7", or "none (why)". */
 const char *jail_describe(const struct jail *j);
+/* The worker's network: "none" (a namespace of its own, only lo) or
+ * "host" (JAIL_NET_HOST, and for a jail never built: JAIL_OFF, or
+ * best-effort without namespaces). Accepts NULL ("host"). */
+const char *jail_network(const struct jail *j);
 /* The workspace (also without a view: the worker's cwd), or NULL. */
 const char *jail_workspace(const struct jail *j);
 /* The init's pid (ours, a child of the supervisor), 0 when inactive. */

@@ -4,7 +4,8 @@
  * Runs in the supervisor's clone child for the whole run: SYSTEM CALLS
  * ONLY. It holds a copy of the supervisor's memory, which may have been
  * multithreaded at clone: malloc and stdio may be unusable here. It
- * builds the view (viewmount.c), then kills on request (everything in the
+ * joins or sets up the worker's network (net.c), builds the view
+ * (viewmount.c), then kills on request (everything in the
  * namespace, or everything but a few processes, stopped first), reaps
  * every orphan of the namespace and remembers how the last ones ended.
  */
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/net.h"
 #include "sandbox/view.h"
 
 /* What the init reaped last: a ring, the oldest overwritten. */
@@ -245,6 +248,17 @@ init_loop(int cmd)
 	}
 }
 
+/* Into the worker's network before anything else (see nsinit.h). */
+static int
+set_net(int net)
+{
+	if (net == INIT_NET_HOST)
+		return 0;
+	if (net >= 0 && setns(net, CLONE_NEWNET) < 0)
+		return -1;
+	return net == INIT_NET_CLONED ? net_lo_up() : 0;
+}
+
 /*
  * A PID 1 ignores every signal it has no handler for (from inside its
  * namespace even SIGKILL), and it installs none: the cells cannot touch
@@ -252,7 +266,7 @@ init_loop(int cmd)
  * non-dumpable.
  */
 _Noreturn void
-nsinit_main(const struct plan *p, int cmd)
+nsinit_main(const struct plan *p, int net, int cmd)
 {
 	sigset_t set;
 	char go;
@@ -269,6 +283,10 @@ nsinit_main(const struct plan *p, int cmd)
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
+	if (set_net(net) < 0) {
+		report(cmd, INIT_STEP_NET, errno);
+		_exit(1);
+	}
 	if (view_build(p, &step) < 0) {
 		report(cmd, step, errno);
 		_exit(1);

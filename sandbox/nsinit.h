@@ -20,9 +20,19 @@ struct plan;
 
 /* What the init reports when the view is up, or which op failed. */
 struct init_status {
-	int op;			/* an op's index, or an enum view_step */
+	int op;			/* an op's index, an enum view_step, or
+				 * INIT_STEP_NET */
 	int err;
 };
+
+/* The failed step was the network (joining it, or lo up). */
+#define INIT_STEP_NET (-16)
+
+/* The init's network, nsinit_main's net: the supervisor's; a namespace
+ * the clone made, whose lo the init brings up; or (any descriptor >= 0)
+ * one net_ns_new made, which the init joins. */
+#define INIT_NET_HOST (-2)
+#define INIT_NET_CLONED (-3)
 
 enum init_op { INIT_KILL = 1, INIT_EXIT = 2 };
 
@@ -43,10 +53,11 @@ struct init_reply {
 
 /*
  * The clone child's whole life, from right after clone (system calls
- * only): builds the view of p, reports on cmd, waits for "g", then
- * serves requests until cmd hangs up, when it kills everything in its
- * namespace and exits.
+ * only): sets up its network (net: INIT_NET_*, or a descriptor to join),
+ * builds the view of p, reports on cmd, waits for "g", then serves
+ * requests until cmd hangs up, when it kills everything in its namespace
+ * and exits.
  */
-_Noreturn void nsinit_main(const struct plan *p, int cmd);
+_Noreturn void nsinit_main(const struct plan *p, int net, int cmd);
 
 #endif

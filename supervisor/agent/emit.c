@@ -80,6 +80,7 @@ agent_ev_run_start(const struct agent *a)
 	if (a->runner != NULL) {
 		r.isolation = runner_isolation(a->runner);
 		r.containment = runner_containment(a->runner);
+		r.network = runner_network(a->runner);
 	}
 	r.workspace = a->view.workspace;
 	EMIT(a, run_start, &r);

@@ -42,6 +42,7 @@ struct agent_run_info {
 	const struct price *price;	/* NULL: no price known */
 	const char *isolation;		/* the runner's; NULL: no runner */
 	const char *containment;
+	const char *network;		/* the worker's: "none", "host" */
 	const char *workspace;		/* the view's */
 };
 

@@ -324,7 +324,8 @@ add_whitelisted(json_t *info)
 }
 
 char *
-history_runtime_info(const char *isolation, const char *workspace)
+history_runtime_info(const char *isolation, const char *network,
+    const char *workspace)
 {
 	const char *provider = getenv("AGENTZ_PROVIDER");
 	char cwd[4096], platform[400];
@@ -346,6 +347,8 @@ history_runtime_info(const char *isolation, const char *workspace)
 		add_whitelisted(info);
 		(void)json_object_set_new(info, "isolation",
 		    json_string(isolation));
+		(void)json_object_set_new(info, "network",
+		    json_string(network));
 	}
 	return text_of(info);
 }

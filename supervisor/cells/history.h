@@ -39,10 +39,12 @@ char *history_slice(struct cells *h, const char *args, char **err);
 /*
  * RUNTIME_INFO: provider, platform, workspace, plus only the whitelisted
  * keys (session_id, memory_gib, public_origin, user_timezone) of the JSON
- * object in AGENTZ_RUNTIME_INFO, and isolation. workspace is the worker's
- * (NULL: the current directory). The environment is never enumerated.
- * JSON text (malloc'ed), or NULL when out of memory.
+ * object in AGENTZ_RUNTIME_INFO, isolation and network (the worker's:
+ * "none" or "host"). workspace is the worker's (NULL: the current
+ * directory). The environment is never enumerated. JSON text
+ * (malloc'ed), or NULL when out of memory.
  */
-char *history_runtime_info(const char *isolation, const char *workspace);
+char *history_runtime_info(const char *isolation, const char *network,
+    const char *workspace);
 
 #endif

@@ -3,7 +3,8 @@
  * each written and fdatasync'ed before the step it describes goes on:
  *   {"v":1,"type":"run","task":..,"model":..,"at":..}
  *   {"v":1,"type":"resume","task":..,"model":..,"at":..}
- *   {"v":1,"type":"isolation","isolation":..,"containment":..}
+ *   {"v":1,"type":"isolation","isolation":..,"containment":..,
+ *    "network":"none"|"host"} (network absent in older journals)
  *   {"v":1,"type":"input","cell":n, code, summary, generated_at, ...}
  *   {"v":1,"type":"successor","cell":n,"code":..,"summary":..,"repair":b}
  *   {"v":1,"type":"usage","tokens":n,"estimated":n,"calls":[id..]}

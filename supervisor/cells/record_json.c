@@ -380,7 +380,7 @@ static const struct schema {
 	{ "resume", { { "task", F_STR, 0 }, { "model", F_STR, 0 },
 	    { "at", F_NUM, 0 } } },
 	{ "isolation", { { "isolation", F_STR, 0 },
-	    { "containment", F_STR, 0 } } },
+	    { "containment", F_STR, 0 }, { "network", F_STR, 1 } } },
 	{ "input", { { "cell", F_CELL, 0 }, { "code", F_STR, 0 },
 	    { "summary", F_STR, 1 }, { "generated_by", F_INT, 1 } } },
 	{ "successor", { { "cell", F_CELL, 0 }, { "code", F_STR, 0 },

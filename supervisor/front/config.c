@@ -99,6 +99,8 @@ static const char worker_help[] =
     "the worker's world:\n"
     "  --isolation MODE     required, best-effort or off (default required as\n"
     "                       root or under systemd, best-effort otherwise)\n"
+    "  --network NET        the worker's network: none (default: a namespace\n"
+    "                       of its own, only loopback) or host\n"
     "  --workspace DIR      the folder cells may write (default the working\n"
     "                       directory); the rest of / is read-only\n"
     "  --tmp-size SIZE      private /tmp and /dev/shm, each (default 1G)\n"
@@ -148,10 +150,13 @@ static const char *const snapshot_names[] = { "auto", "always", "never",
 static const char *const isolation_names[] = {
 	"", "required", "best-effort", "off", NULL
 };
+/* --network's, in enum jail_network's order */
+static const char *const network_names[] = { "none", "host", NULL };
 
 _Static_assert(sizeof(enum sandbox_profile) == sizeof(int) &&
     sizeof(enum snapshot_policy) == sizeof(int) &&
-    sizeof(enum isolation) == sizeof(int), "choices are stored as int");
+    sizeof(enum isolation) == sizeof(int) &&
+    sizeof(enum jail_network) == sizeof(int), "choices are stored as int");
 
 /* How an option's value is read, and where it goes. */
 enum opt_kind {
@@ -232,6 +237,8 @@ static const struct opt {
 	    MAX_PARALLEL_CALLS_MAX, NULL, 0, 0, 0, 0 },
 	{ "isolation", K_CHOICE, OFF(isolation), 0, 0, isolation_names, 0, 0,
 	    0, 0 },
+	{ "network", K_CHOICE, OFF(network), 0, 0, network_names, 0, 0, 0,
+	    0 },
 	{ "workspace", K_STR, OFF(workspace), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "tmp-size", K_SIZE64, OFF(tmp_size), 1 << 20, 0, NULL, 0, 0, 0,
 	    0 },
@@ -656,5 +663,6 @@ config_view(struct view_options *vo, const struct config *c)
 	vo->writable_git = c->writable_git;
 	vo->journal = c->journal;
 	vo->isolation = c->isolation;
+	vo->network = c->network;
 	vo->tmp_size = c->tmp_size;
 }

@@ -34,6 +34,7 @@ struct config {
 	/* the worker's world (sandbox/jail.h) */
 	enum isolation isolation;	/* AUTO: required as root or under
 					 * systemd */
+	enum jail_network network;	/* --network: none (its own), host */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
 	const char **masks;		/* --mask, NULL-terminated */

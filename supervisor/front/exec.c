@@ -179,7 +179,8 @@ print_json(struct exec_run *x, const struct cell *c)
 	    JF_S("python", worker_python_version(w)),
 	    JF_S("sandbox", worker_sandbox(w)),
 	    JF_S("containment", runner_containment(x->runner)),
-	    JF_S("isolation", runner_isolation(x->runner)), JF_END };
+	    JF_S("isolation", runner_isolation(x->runner)),
+	    JF_S("network", runner_network(x->runner)), JF_END };
 	struct jf after[] = { JF_O("worker", wf), JF_END };
 	char *s, *clean;
 	size_t n;

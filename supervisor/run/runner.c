@@ -53,6 +53,11 @@ new_jail(struct runner *r)
 	}
 	if (!jail_active(r->jail) && r->cfg.jail->mode != JAIL_OFF)
 		log_warnx("isolation incomplete: %s", jail_describe(r->jail));
+	if (r->cfg.jail->network == JAIL_NET_HOST &&
+	    r->cfg.jail->mode != JAIL_OFF)
+		log_warnx("network: host (--network host): cells reach the "
+		    "host's interfaces, its 127.0.0.1 services and its "
+		    "abstract unix sockets");
 	r->cfg.worker.jail = r->jail;
 	return 0;
 }
@@ -174,6 +179,12 @@ const char *
 runner_isolation(const struct runner *r)
 {
 	return r->jail != NULL ? jail_describe(r->jail) : "none";
+}
+
+const char *
+runner_network(const struct runner *r)
+{
+	return jail_network(r->jail);
 }
 
 struct cell *

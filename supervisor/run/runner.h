@@ -157,6 +157,9 @@ const struct worker *runner_worker(const struct runner *r);
 const char *runner_containment(const struct runner *r);
 /* What the worker's world has, e.g. "mountns,pidns,...", or "none (why)". */
 const char *runner_isolation(const struct runner *r);
+/* The worker's network: "none" (a namespace of its own, only lo) or
+ * "host" (--network host, or no jail). */
+const char *runner_network(const struct runner *r);
 /*
  * A signal from sig.h: SIGCHLD reaps orphans reparented to us and returns
  * -1 (carry on); any other returns the exit status to stop with (130 for

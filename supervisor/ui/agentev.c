@@ -61,11 +61,12 @@ run_limits(const struct agent_config *c)
 static json_t *
 run_sandbox(const struct agent_run_info *r, const struct ui_opts *u)
 {
-	return json_pack("{s:o, s:o, s:o, s:o, s:o}", "seccomp",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "seccomp",
 	    events_str(u->seccomp), "isolation_mode",
 	    events_str(u->isolation_mode), "isolation",
 	    events_str(r->isolation), "containment",
-	    events_str(r->containment), "workspace",
+	    events_str(r->containment), "network",
+	    events_str(r->network), "workspace",
 	    events_str(r->workspace));
 }
 

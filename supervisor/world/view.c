@@ -597,6 +597,7 @@ view_init(struct view *v, const struct view_options *c, const char *wpath,
 {
 	memset(v, 0, sizeof *v);
 	v->jc.mode = mode_of(c);
+	v->jc.network = c->network;
 	if (v->jc.mode == JAIL_OFF) {
 		/* no view, but --workspace is still the worker's cwd */
 		if (c->workspace != NULL &&

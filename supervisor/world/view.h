@@ -28,6 +28,7 @@ struct view_options {
 	int writable_git;		/* cells may write .git (and make one) */
 	const char *journal;		/* masked too, when given */
 	enum isolation isolation;
+	enum jail_network network;	/* --network (none: its own) */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
 };
 

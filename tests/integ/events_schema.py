@@ -66,7 +66,7 @@ SUB = {
                                  "max_restarts")},
     ("run_start", "sandbox"): {
         k: (STR, NULL) for k in ("seccomp", "isolation_mode", "isolation",
-                                 "containment", "workspace")},
+                                 "containment", "network", "workspace")},
     ("model_request_end", "error"): {"type": STR, "message": (STR, NULL)},
 }
 ENUMS = {

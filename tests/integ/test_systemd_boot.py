@@ -75,6 +75,16 @@ for p in ("%(state)s/journal.jsonl",):
 res["uid"], res["euid"], res["gid"] = os.getuid(), os.geteuid(), os.getgid()
 res["cwd"] = os.getcwd()
 res["isolation"] = RUNTIME_INFO.get("isolation")
+res["network"] = RUNTIME_INFO.get("network")
+# listening TCP sockets the cell sees (the model server's is the host's)
+res["listening"] = 0
+for p in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        with open(p) as f:
+            res["listening"] += sum(ln.split()[3] == "0A"
+                                    for ln in f.readlines()[1:])
+    except OSError:
+        pass
 print("PROBE " + json.dumps(res, sort_keys=True))
 r = call_me(input="probes done, write the file")
 ''' % {"creddir": os.path.dirname(CREDENTIAL), "inst": INSTANCE,
@@ -260,7 +270,8 @@ def test_the_unit_runs_an_agent_in_a_booted_systemd(tmp_path):
     isolation = [x["isolation"] for x in recs if "isolation" in x]
     assert isolation, "no isolation in the journal's records: %r" % kinds
     active = isolation[0].split(",")
-    for want in ("mountns", "pidns", "ipcns", "utsns", "view", "idmap"):
+    for want in ("mountns", "pidns", "ipcns", "utsns", "view", "netns",
+                 "idmap"):
         assert want in active, (want, isolation[0])
     assert any(a.startswith("uid=") for a in active), isolation[0]
     assert any(a.startswith("landlock=") for a in active), isolation[0]
@@ -281,6 +292,10 @@ def test_the_unit_runs_an_agent_in_a_booted_systemd(tmp_path):
     assert probe["cwd"] == WORKSPACE, probe
     if probe["isolation"] is not None:
         assert probe["isolation"] == isolation[0], probe
+    # Its own network: loopback only, nothing of the host's listening.
+    assert probe["network"] == "none" and probe["listening"] == 0, probe
+    assert [x.get("network") for x in recs if "isolation" in x] == \
+        ["none"], recs
     # What cell 2 wrote in its cwd belongs to root on disk.
     assert r["written"] is not None, \
         "no file from the cell in %s; state folder: %r" % (
