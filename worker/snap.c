@@ -1,7 +1,10 @@
 /*
  * snap.c - the worker's namespace snapshots (see snap.h, proto.h).
  *
- * The snapshot is a fork of the worker taken between cells. It is born
+ * The snapshot is a fork of the worker taken between cells, with no
+ * Python run between SNAP and the fork (no at-fork hook, no runtime
+ * call: code a cell left there could fork first and name its own child
+ * in a SNAPPED; the supervisor checks the pid, see wsnap.c). It is born
  * undumpable (the worker clears its own flag around the fork), so a
  * same-uid cell can neither ptrace it nor write its memory through
  * /proc/PID/mem, and with oom_score_adj 0 (the worker has 1000). It
@@ -386,22 +389,22 @@ snap_take(uint32_t cell)
 		return answer(cell, 0, "", "no spare socket");
 	snap_discard();
 	reap_dying(0);	/* the earlier ones that have ended by now */
-	threads = py_snap_threads();
+	/* no Python from here to the fork: nothing a cell left behind
+	 * (an at-fork hook, a patched runtime or stdout) runs first */
 	py_fork_before();
 	pid = fork_undumpable();
 	e = errno;
-	if (pid == 0) {
-		free(threads);
+	if (pid == 0)
 		return snapshot();
-	}
 	py_fork_parent();
 	if (pid < 0) {
-		free(threads);
 		(void)snprintf(err, sizeof err, "fork: %s", strerror(e));
 		return answer(cell, 0, "", err);
 	}
 	snap_pid = pid;
 	snap_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	/* the threads it lacks: those there are once it is forked */
+	threads = py_snap_threads();
 	rc = answer(cell, pid, threads != NULL ? threads : "", "");
 	free(threads);
 	return rc;
