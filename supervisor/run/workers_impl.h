@@ -6,7 +6,8 @@
  *   wspawn.c   the fork/exec path (async-signal-safe in the child)
  *   wout.c     the output pipes and the stack-dump pipe
  *   wchan.c    the control channel: framing, slices, backpressure
- *   wsnap.c    snapshots: SNAP/SNAPPED, sparing one at a kill, promotion
+ *   wsnap.c    snapshots: SNAP/SNAPPED and its checks, sparing one at a
+ *              kill, promotion
  *
  * May include: workers.h and what it includes, proto/. No one outside
  * those five files includes this header.
