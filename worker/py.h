@@ -52,6 +52,11 @@ void py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
  * snapshot (event loop, stdio). py_nogil runs fn with the GIL released.
  */
 char *py_snap_threads(void);
+/* py_fork_init (at start-up, before any cell; 0 or -1) keeps the import
+ * lock's probe; py_import_lock_busy says whether a thread holds it (the
+ * caller holds the GIL: py_fork_before then takes it at once). */
+int py_fork_init(void);
+int py_import_lock_busy(void);
 void py_fork_before(void);
 void py_fork_parent(void);
 void py_fork_child(void);

@@ -55,6 +55,37 @@ py_snap_threads(void)
 	return out;
 }
 
+/* _imp.lock_held, taken at start-up, before any cell could replace it:
+ * a C function, so calling it at a snapshot runs no cell code. */
+static PyObject *imp_lock_held;
+
+int
+py_fork_init(void)
+{
+	PyObject *imp = PyImport_ImportModule("_imp");
+
+	if (imp != NULL)
+		imp_lock_held = PyObject_GetAttrString(imp, "lock_held");
+	Py_XDECREF(imp);
+	return imp_lock_held != NULL ? 0 : -1;
+}
+
+int
+py_import_lock_busy(void)
+{
+	PyObject *r;
+	int busy;
+
+	if (imp_lock_held == NULL)
+		return 0;
+	r = PyObject_CallNoArgs(imp_lock_held);
+	if (r == NULL)
+		PyErr_Clear();
+	busy = r == Py_True;
+	Py_XDECREF(r);
+	return busy;
+}
+
 /*
  * CPython's fork bracket without its at-fork hooks: PyOS_BeforeFork runs
  * os.register_at_fork's before= hooks, code a cell chose, on this thread
