@@ -86,10 +86,12 @@ procfs_stat_parse(const char *text, struct procfs_stat *st)
 	int ppid = 0;
 
 	memset(st, 0, sizeof *st);
-	/* fields 3-4 and 14-17: state ppid ... utime stime cutime cstime */
+	/* fields 3-4, 14-17 and 22: state ppid ... utime stime cutime
+	 * cstime ... starttime (optional) */
 	if (p == NULL || sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u "
-	    "%*u %*u %llu %llu %llu %llu", &st->state, &ppid, &st->utime,
-	    &st->stime, &st->cutime, &st->cstime) != 6) {
+	    "%*u %*u %llu %llu %llu %llu %*d %*d %*d %*d %llu", &st->state,
+	    &ppid, &st->utime, &st->stime, &st->cutime, &st->cstime,
+	    &st->starttime) < 6) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -33,6 +33,8 @@ struct procfs_stat {
 	char state;		/* 'R', 'S', 'Z', ... */
 	pid_t ppid;
 	unsigned long long utime, stime, cutime, cstime;
+	/* field 22: since boot (0 when the text stops before it) */
+	unsigned long long starttime;
 };
 
 /* Parses a stat text. 0, or -1 with EINVAL (a field is missing). */

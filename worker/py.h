@@ -44,12 +44,19 @@ void py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
  * Snapshots (worker/py_fork.c, for worker/snap.c). py_snap_threads
  * flushes the cell output streams and returns the names of the threads
  * other than the main one, comma-separated (malloc'ed; NULL if out of
- * memory). py_fork_before / py_fork_parent / py_fork_child bracket the
- * fork as os.fork does (py_fork_child may run long after the fork, before
- * any other Python). py_promoted repairs the runtime in a promoted
+ * memory); it runs Python a cell may have changed, so only after the
+ * fork. py_fork_before / py_fork_parent / py_fork_child bracket the fork
+ * as os.fork does but run no at-fork hook around it (py_fork_child may
+ * run long after the fork, before any other Python; it runs the
+ * after_in_child hooks, in the promoted snapshot). py_promoted repairs the runtime in a promoted
  * snapshot (event loop, stdio). py_nogil runs fn with the GIL released.
  */
 char *py_snap_threads(void);
+/* py_fork_init (at start-up, before any cell; 0 or -1) keeps the import
+ * lock's probe; py_import_lock_busy says whether a thread holds it (the
+ * caller holds the GIL: py_fork_before then takes it at once). */
+int py_fork_init(void);
+int py_import_lock_busy(void);
 void py_fork_before(void);
 void py_fork_parent(void);
 void py_fork_child(void);

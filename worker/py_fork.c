@@ -1,7 +1,7 @@
 /*
  * py_fork.c - CPython's side of a snapshot (worker/snap.c): what to say
- * and flush before the fork, CPython's own fork bracket, and the repairs
- * the runtime makes once a snapshot is promoted.
+ * and flush once it is forked, CPython's fork bracket (no at-fork hooks),
+ * and the repairs the runtime makes once a snapshot is promoted.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -55,16 +55,56 @@ py_snap_threads(void)
 	return out;
 }
 
+/* _imp.lock_held, taken at start-up, before any cell could replace it:
+ * a C function, so calling it at a snapshot runs no cell code. */
+static PyObject *imp_lock_held;
+
+int
+py_fork_init(void)
+{
+	PyObject *imp = PyImport_ImportModule("_imp");
+
+	if (imp != NULL)
+		imp_lock_held = PyObject_GetAttrString(imp, "lock_held");
+	Py_XDECREF(imp);
+	return imp_lock_held != NULL ? 0 : -1;
+}
+
+int
+py_import_lock_busy(void)
+{
+	PyObject *r;
+	int busy;
+
+	if (imp_lock_held == NULL)
+		return 0;
+	r = PyObject_CallNoArgs(imp_lock_held);
+	if (r == NULL)
+		PyErr_Clear();
+	busy = r == Py_True;
+	Py_XDECREF(r);
+	return busy;
+}
+
+/*
+ * CPython's fork bracket without its at-fork hooks: PyOS_BeforeFork runs
+ * os.register_at_fork's before= hooks, code a cell chose, on this thread
+ * right before the snapshot's fork (it could fork a child of its own and
+ * name it in a forged SNAPPED); PyOS_AfterFork_Parent runs the
+ * after_in_parent ones. What they guard is kept: the import lock is held
+ * across the fork (PyOS_AfterFork_Child re-creates it in the snapshot).
+ */
 void
 py_fork_before(void)
 {
-	PyOS_BeforeFork();
+	_PyImport_AcquireLock();
 }
 
 void
 py_fork_parent(void)
 {
-	PyOS_AfterFork_Parent();
+	if (_PyImport_ReleaseLock() <= 0)
+		Py_FatalError("failed releasing import lock after fork");
 }
 
 void

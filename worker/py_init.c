@@ -89,7 +89,7 @@ py_init(const char *argv0, const char **version)
 	if (!status_ok(Py_InitializeFromConfig(&cfg), &cfg))
 		return -1;
 	PyConfig_Clear(&cfg);
-	if (load_runtime() < 0) {
+	if (load_runtime() < 0 || py_fork_init() < 0) {
 		PyErr_Print();
 		return -1;
 	}

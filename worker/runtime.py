@@ -211,7 +211,9 @@ _STALE = []  # replaced objects, kept so their finalisers never run
 
 
 def _before_snapshot():
-    """Flush the output streams; the other threads' names, comma-separated."""
+    """Flush the output streams; the other threads' names, comma-separated.
+    Called in the worker once the snapshot is forked (never before: this
+    is Python a cell may have changed)."""
     _flush()
     threading = sys.modules.get("threading")
     if threading is None:

@@ -1,7 +1,12 @@
 /*
  * snap.c - the worker's namespace snapshots (see snap.h, proto.h).
  *
- * The snapshot is a fork of the worker taken between cells. It is born
+ * The snapshot is a fork of the worker taken between cells, with no
+ * Python run between SNAP and the fork (no at-fork hook, no runtime
+ * call: code a cell left there could fork first and name its own child
+ * in a SNAPPED; the supervisor checks the pid, see wsnap.c), and none
+ * when a cell's thread keeps the import lock (the fork would wait for
+ * it, and the supervisor for our SNAPPED, for good). It is born
  * undumpable (the worker clears its own flag around the fork), so a
  * same-uid cell can neither ptrace it nor write its memory through
  * /proc/PID/mem, and with oom_score_adj 0 (the worker has 1000). It
@@ -30,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/proto.h"
@@ -373,6 +379,30 @@ fork_undumpable(void)
 	return pid;
 }
 
+/* A cell's thread holding the import lock would hold up the fork, for
+ * good if it means to: waited for a while (GIL released), then none. */
+#define IMPORT_LOCK_NAPS 50
+static void
+nap(void)
+{
+	struct timespec ts = { 0, 2000000 };	/* 2 ms */
+
+	(void)nanosleep(&ts, NULL);
+}
+
+static int
+import_lock_stuck(void)
+{
+	int i;
+
+	for (i = 0; i < IMPORT_LOCK_NAPS; i++) {
+		if (!py_import_lock_busy())
+			return 0;
+		py_nogil(nap);
+	}
+	return py_import_lock_busy();
+}
+
 int
 snap_take(uint32_t cell)
 {
@@ -386,22 +416,26 @@ snap_take(uint32_t cell)
 		return answer(cell, 0, "", "no spare socket");
 	snap_discard();
 	reap_dying(0);	/* the earlier ones that have ended by now */
-	threads = py_snap_threads();
+	if (import_lock_stuck())
+		return answer(cell, 0, "", "a thread of the cell holds the "
+		    "import lock");
+	/* no Python from here to the fork: nothing a cell left behind
+	 * (an at-fork hook, a patched runtime or stdout) runs first, and
+	 * the import lock is free: taken at once */
 	py_fork_before();
 	pid = fork_undumpable();
 	e = errno;
-	if (pid == 0) {
-		free(threads);
+	if (pid == 0)
 		return snapshot();
-	}
 	py_fork_parent();
 	if (pid < 0) {
-		free(threads);
 		(void)snprintf(err, sizeof err, "fork: %s", strerror(e));
 		return answer(cell, 0, "", err);
 	}
 	snap_pid = pid;
 	snap_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	/* the threads it lacks: those there are once it is forked */
+	threads = py_snap_threads();
 	rc = answer(cell, pid, threads != NULL ? threads : "", "");
 	free(threads);
 	return rc;

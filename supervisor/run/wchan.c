@@ -63,6 +63,12 @@ on_ready(struct worker *w, struct msg *m)
 		protocol_error(w, "protocol version mismatch", m->type);
 		return;
 	}
+	/* a promoted snapshot answers as itself */
+	if (w->adopted && (pid_t)r->pid != w->python_ns_pid) {
+		protocol_error(w, "a promoted snapshot's READY names another "
+		    "pid", m->type);
+		return;
+	}
 	loop_timer_cancel(w->loop, w->ready_timer);
 	w->ready_timer = 0;
 	w->ready_us = loop_now_us();
@@ -135,6 +141,11 @@ frame_allowed(const struct worker *w, unsigned type)
 static void
 dispatch(struct worker *w, struct msg *m)
 {
+	/* not the answer to our SNAP: this one or the first is forged */
+	if (m->type == MSG_SNAPPED && !wsnap_expected(w)) {
+		protocol_error(w, "SNAPPED without a SNAP", m->type);
+		return;
+	}
 	if (!frame_allowed(w, m->type)) {
 		protocol_error(w, "unexpected frame in this state", m->type);
 		return;

@@ -6,7 +6,8 @@
  *   wspawn.c   the fork/exec path (async-signal-safe in the child)
  *   wout.c     the output pipes and the stack-dump pipe
  *   wchan.c    the control channel: framing, slices, backpressure
- *   wsnap.c    snapshots: SNAP/SNAPPED, sparing one at a kill, promotion
+ *   wsnap.c    snapshots: SNAP/SNAPPED and its checks, sparing one at a
+ *              kill, promotion
  *
  * May include: workers.h and what it includes, proto/. No one outside
  * those five files includes this header.
@@ -22,6 +23,9 @@
 #include "proto/proto.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/run/workers.h"
+
+/* the worker's children listed at a SNAP (more are not compared) */
+#define WSNAP_BEFORE_MAX 256
 
 struct worker {
 	struct loop *loop;
@@ -82,6 +86,13 @@ struct worker {
 					 * worker's), restored at promotion */
 		enum worker_snap state;
 		char why[192];		/* why there is none, or "" */
+		/* the SNAP out (its one SNAPPED not yet read): when it
+		 * was sent, in clock ticks since boot, and the worker's
+		 * children then; a snapshot must be born after both */
+		int asked;
+		unsigned long long asked_ticks;
+		int nbefore;
+		pid_t before[WSNAP_BEFORE_MAX];
 	} snap;
 };
 
@@ -121,6 +132,9 @@ void wworker_adopt(struct worker *w, const int *ours, pid_t pid,
  * alive to be spared; forgetting it (its worker discards it); the pid a
  * jail kill spares (0: none); the exit status of an adopted worker. */
 void wsnap_on_snapped(struct worker *w, const struct msg_snapped *s);
+/* wsnap.c: whether a SNAPPED now answers our SNAP; if not, one of the
+ * two is forged: the snapshot taken, if any, is refused (not spared). */
+int wsnap_expected(struct worker *w);
 int wsnap_alive(struct worker *w);
 void wsnap_forget(struct worker *w);
 pid_t wsnap_spare(struct worker *w);

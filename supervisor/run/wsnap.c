@@ -11,6 +11,15 @@
  * pidfd, its status from the jail's init). When the cell ends normally
  * the worker discards the snapshot itself and we forget it.
  *
+ *
+ * SNAPPED is the worker's word, and a cell's code runs in the worker: it
+ * may write frames on the channel. So the pid named is taken only when
+ * it answers the SNAP we sent (one SNAPPED per SNAP: a second refuses
+ * the snapshot taken) and is a child of the worker's main thread, born
+ * after the SNAP went out, the only child the worker made since, and the
+ * process the pidfd we keep names. A refused snapshot is never spared
+ * nor given our OOM score; the record says why (verified()).
+ *
  * Owns: SNAPPED, the snapshot's host pid and pidfd, whether it is alive,
  * worker_promote, the exit status of an adopted worker.
  *
@@ -30,6 +39,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -47,27 +57,14 @@ wsnap_ns_pid_of(pid_t pid)
 	return procfs_status_nspid(buf);
 }
 
-/* The host pid of a child of thread tid of process pid whose namespace
- * pid is ns, or 0 (a child hangs off the thread that forked it). */
-static pid_t
-thread_child(pid_t pid, pid_t tid, pid_t ns)
-{
-	pid_t kids[1024];
-	int i, n = procfs_children(pid, tid, kids, 1024);
-
-	for (i = 0; i < n; i++)
-		if (wsnap_ns_pid_of(kids[i]) == ns)
-			return kids[i];
-	return 0;
-}
-
-/* ... of any thread of pid. */
-static pid_t
-process_child(pid_t pid, pid_t ns)
+/* The children of every thread of pid (a child hangs off the thread
+ * that forked it) into out, at most max: how many. */
+static int
+worker_children(pid_t pid, pid_t *out, int max)
 {
 	char path[64];
 	struct dirent *de;
-	pid_t found = 0;
+	int n = 0;
 	DIR *d;
 
 	if (pid <= 0)
@@ -75,30 +72,124 @@ process_child(pid_t pid, pid_t ns)
 	(void)snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
 	if ((d = opendir(path)) == NULL)
 		return 0;
-	while (found == 0 && (de = readdir(d)) != NULL)
+	while (n < max && (de = readdir(d)) != NULL)
 		if (de->d_name[0] != '.')
-			found = thread_child(pid, (pid_t)atol(de->d_name), ns);
+			n += procfs_children(pid, (pid_t)atol(de->d_name),
+			    out + n, max - n);
 	(void)closedir(d);
-	return found;
+	return n;
+}
+
+static int
+listed(pid_t p, const pid_t *list, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (list[i] == p)
+			return 1;
+	return 0;
+}
+
+/* The host pid of the child of the worker's main thread whose namespace
+ * pid is ns, or 0. */
+static pid_t
+main_child(const struct worker *w, pid_t ns)
+{
+	pid_t kids[WSNAP_BEFORE_MAX];
+	int i, n = procfs_children(w->python_pid, w->python_pid, kids,
+	    WSNAP_BEFORE_MAX);
+
+	for (i = 0; i < n; i++)
+		if (wsnap_ns_pid_of(kids[i]) == ns)
+			return kids[i];
+	return 0;
+}
+
+/* Now, as /proc/PID/stat's start times count: clock ticks since boot. */
+static unsigned long long
+boot_ticks(void)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec ts;
+
+	if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts) < 0)
+		return 0;
+	return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+	    (unsigned long long)ts.tv_nsec / (1000000000ull /
+	    (unsigned long long)hz);
+}
+
+static int
+pidfd_alive(int pidfd)
+{
+	struct pollfd p = { pidfd, POLLIN, 0 };
+
+	return pidfd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+/* Why host (opened as pidfd) is not the snapshot we asked for, or NULL:
+ * it must be born after the SNAP went out, the only child of any of the
+ * worker's threads born since, and still be what pidfd names. */
+static const char *
+not_ours(const struct worker *w, pid_t host, int pidfd)
+{
+	pid_t kids[WSNAP_BEFORE_MAX];
+	struct procfs_stat st;
+	int i, n, born = 0;
+
+	if (listed(host, w->snap.before, w->snap.nbefore))
+		return "it was the worker's child before the SNAP";
+	n = worker_children(w->python_pid, kids, WSNAP_BEFORE_MAX);
+	for (i = 0; i < n; i++)
+		born += !listed(kids[i], w->snap.before, w->snap.nbefore);
+	if (born != 1 || !listed(host, kids, n))
+		return "the worker forked others since the SNAP";
+	if (procfs_stat(host, &st) < 0 || st.ppid != w->python_pid)
+		return "it is not the worker's child";
+	if (st.starttime < w->snap.asked_ticks)
+		return "it started before the SNAP";
+	if (!pidfd_alive(pidfd))
+		return "it exited";
+	return NULL;
 }
 
 /*
- * The snapshot's host pid: the worker's child (of the thread that forked
- * it, or, while the worker's threads are exiting, of one still there),
- * or the jail init's once the worker is gone (we may read SNAPPED after
- * the death). A child moves from one to the next as they exit: a second
- * round finds it where the first looked too early.
+ * The snapshot SNAPPED names (namespace pid ns), as a host pid with a
+ * pidfd on it, once it is the one we asked for: a child of the worker's
+ * main thread (the thread that reads SNAP and forks, running no Python
+ * in between), and see not_ours. 0 with why said otherwise: a cell
+ * (a thread it left, a child holding the channel) may have written it.
  */
 static pid_t
-host_pid_of(const struct worker *w, pid_t ns)
+verified(const struct worker *w, pid_t ns, int *pidfd, char *why,
+    size_t size)
 {
-	pid_t p = 0;
-	int round;
+	const char *no;
+	pid_t host;
 
-	for (round = 0; round < 2 && p == 0; round++)
-		if ((p = process_child(w->python_pid, ns)) == 0)
-			p = process_child(jail_init_pid(w->cfg.jail), ns);
-	return p;
+	*pidfd = -1;
+	if ((host = main_child(w, ns)) == 0) {
+		(void)snprintf(why, size, "snapshot %ld refused: not a child "
+		    "of worker %ld's main thread", (long)ns,
+		    (long)w->python_pid);
+		return 0;
+	}
+	*pidfd = (int)syscall(SYS_pidfd_open, host, 0);
+	if (*pidfd < 0) {
+		(void)snprintf(why, size, "pidfd_open(%ld): %s", (long)host,
+		    strerror(errno));
+		return 0;
+	}
+	/* the pid may have been reused before the pidfd: checked again */
+	no = main_child(w, ns) != host ? "it left the worker" :
+	    not_ours(w, host, *pidfd);
+	if (no == NULL)
+		return host;
+	(void)snprintf(why, size, "snapshot %ld refused: %s", (long)ns, no);
+	(void)close(*pidfd);
+	*pidfd = -1;
+	return 0;
 }
 
 /* Reads (out != NULL) or writes pid's oom_score_adj. 0, or -1. */
@@ -136,6 +227,7 @@ wsnap_forget(struct worker *w)
 		(void)close(w->snap.pidfd);
 	w->snap.pidfd = -1;
 	w->snap.host_pid = w->snap.ns_pid = 0;
+	w->snap.asked = 0;
 	free(w->snap.threads);
 	w->snap.threads = NULL;
 }
@@ -174,28 +266,21 @@ take_snapshot(struct worker *w, const struct msg_snapped *s)
 {
 	char why[160];
 	pid_t host;
+	int pidfd;
 
-	wsnap_forget(w);
 	if (s->pid == 0) {
 		(void)snprintf(why, sizeof why, "%s", s->error.len > 0 ?
 		    s->error.ptr : "the worker made none");
 		no_snapshot(w, why);
 		return;
 	}
-	host = host_pid_of(w, (pid_t)s->pid);
+	host = verified(w, (pid_t)s->pid, &pidfd, why, sizeof why);
 	if (host <= 0) {
-		(void)snprintf(why, sizeof why, "snapshot %u is not a child "
-		    "of worker %ld", s->pid, (long)w->python_pid);
+		log_warnx("worker %ld: %s", (long)w->python_pid, why);
 		no_snapshot(w, why);
 		return;
 	}
-	w->snap.pidfd = (int)syscall(SYS_pidfd_open, host, 0);
-	if (w->snap.pidfd < 0) {
-		(void)snprintf(why, sizeof why, "pidfd_open(%ld): %s",
-		    (long)host, strerror(errno));
-		no_snapshot(w, why);
-		return;
-	}
+	w->snap.pidfd = pidfd;
 	w->snap.host_pid = host;
 	w->snap.ns_pid = (pid_t)s->pid;
 	w->snap.cell = s->cell;
@@ -214,7 +299,33 @@ void
 wsnap_on_snapped(struct worker *w, const struct msg_snapped *s)
 {
 	take_snapshot(w, s);
+	w->snap.asked = 0;	/* one SNAPPED per SNAP */
 	w->ops.snapped(w, w->ctx);
+}
+
+/* Its oom_score_adj back to the worker's, while pidfd says the pid is
+ * still its own. */
+static void
+restore_oom_score(struct worker *w)
+{
+	if (w->snap.oom[0] != '\0' && pidfd_alive(w->snap.pidfd))
+		(void)oom_score(w->snap.host_pid, NULL, 0, w->snap.oom);
+}
+
+int
+wsnap_expected(struct worker *w)
+{
+	if (w->snap.asked && w->state == WORKER_IDLE)
+		return 1;
+	if (w->snap.host_pid > 0) {
+		log_warnx("worker %ld: a SNAPPED after the one that named "
+		    "snapshot %ld: one of them is forged, the snapshot is "
+		    "refused", (long)w->python_pid, (long)w->snap.host_pid);
+		restore_oom_score(w);
+		no_snapshot(w, "refused: a second SNAPPED answered one SNAP "
+		    "(a forged one)");
+	}
+	return 0;
 }
 
 int
@@ -254,6 +365,11 @@ worker_snapshot(struct worker *w, uint32_t cell)
 		return -1;
 	}
 	no_snapshot(w, "no answer from the worker");
+	/* what a snapshot born of this SNAP cannot be: anything before */
+	w->snap.asked_ticks = boot_ticks();
+	w->snap.nbefore = worker_children(w->python_pid, w->snap.before,
+	    WSNAP_BEFORE_MAX);
+	w->snap.asked = 1;
 	memset(&m, 0, sizeof m);
 	m.type = MSG_SNAP;
 	m.u.snap.cell = cell;
