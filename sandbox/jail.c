@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -271,6 +272,38 @@ machine_root(void)
 	return m[0] == 0 && m[1] == 0 && m[2] > 0;
 }
 
+/*
+ * Where the worker writes, for its Landlock domain: the workspace and
+ * each --bind (the plan's OP_NOSUID places), /tmp, /dev/shm, and the
+ * writable devices. The strings are the plan's.
+ */
+static int
+rw_lists(struct jail *j)
+{
+	static const char *const devs[] = { "/dev/null", "/dev/zero",
+	    "/dev/full" };
+	const struct op *o;
+	size_t nd = 0, nf = 0, n = (size_t)j->plan->n + 4;
+	int i;
+
+	j->child.rw_dirs = calloc(n, sizeof *j->child.rw_dirs);
+	j->child.rw_files = calloc(n, sizeof *j->child.rw_files);
+	if (j->child.rw_dirs == NULL || j->child.rw_files == NULL)
+		return -1;
+	for (i = 0; i < j->plan->n; i++) {
+		o = &j->plan->op[i];
+		if (o->kind == OP_NOSUID && o->mode == S_IFDIR)
+			j->child.rw_dirs[nd++] = o->path;
+		else if (o->kind == OP_NOSUID && o->mode == S_IFREG)
+			j->child.rw_files[nf++] = o->path;
+	}
+	j->child.rw_dirs[nd++] = "/tmp";
+	j->child.rw_dirs[nd] = "/dev/shm";
+	for (i = 0; i < 3; i++)
+		j->child.rw_files[nf++] = devs[i];
+	return 0;
+}
+
 static int
 setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 {
@@ -280,6 +313,8 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 	j->plan->userns = !root;
 	j->plan->uid = getuid();
 	j->plan->gid = getgid();
+	j->plan->wuid = getuid();
+	j->plan->wgid = getgid();
 	if (root) {
 		if ((slot = take_slot(&j->slot_fd)) < 0) {
 			(void)snprintf(err, len, "no free worker uid: %s",
@@ -288,6 +323,8 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 		}
 		j->child.wuid = JAIL_UID_BASE + (unsigned)slot;
 		j->child.wgid = j->child.wuid;
+		j->plan->wuid = j->child.wuid;
+		j->plan->wgid = j->child.wgid;
 		j->plan->idmap_fd = idmap_userns(geteuid(), getegid(), j->child.wuid,
 		    j->child.wgid);
 		if (j->plan->idmap_fd < 0) {
@@ -297,7 +334,7 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 			return -1;
 		}
 	}
-	if (view_plan(j->plan, c, root) < 0) {
+	if (view_plan(j->plan, c, root) < 0 || rw_lists(j) < 0) {
 		(void)snprintf(err, len, "cannot plan the worker's view: %s",
 		    strerror(errno));
 		return -1;
@@ -399,6 +436,8 @@ jail_free(struct jail *j)
 	if (j->slot_fd >= 0)
 		(void)close(j->slot_fd);
 	view_plan_free(j->plan);
+	free(j->child.rw_dirs);
+	free(j->child.rw_files);
 	free(j->workspace);
 	free(j);
 }
