@@ -579,6 +579,10 @@ config_clear(struct config *c)
 	c->pass_env = NULL;
 	free(c->masks);
 	c->masks = NULL;
+	free(c->ro_binds);
+	c->ro_binds = NULL;
+	free(c->binds);
+	c->binds = NULL;
 }
 
 /* agentz-worker next to our own executable, unless --worker says. */
