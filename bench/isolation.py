@@ -37,6 +37,8 @@ Per variant:
 References, same machine, same way of timing (Popen -> wait, wall):
   `true` (the floor: fork/exec/wait from Python), `bwrap --unshare-all
   --ro-bind / / --dev /dev --proc /proc true` (Debian's bubblewrap), and
+  the same bwrap with the minimal view's binds (an empty root, /usr, the
+  /lib* links, the kept /etc entries, /dev, /proc, /tmp: bwrap-min), and
   `unshare --mount --pid --fork --ipc --uts true` (as nobody with
   `--user --map-root-user` in front: no other way to unshare them).
 All variants are interleaved, one sample of each per round, in a
@@ -84,6 +86,31 @@ VISIBLE = "/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir()
 BWRAP = ["--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
          "--proc", "/proc", "true"]
 UNSHARE = ["--mount", "--pid", "--fork", "--ipc", "--uts", "true"]
+# /etc entries the minimal view takes (sandbox/viewetc.c's list)
+ETC_KEPT = ("hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+            "protocols", "services", "networks", "rpc", "ssl",
+            "ca-certificates", "ca-certificates.conf", "pki", "localtime",
+            "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+            "alternatives", "os-release", "debian_version", "mime.types",
+            "locale.alias", "mtab", "passwd", "group")
+
+
+def bwrap_min():
+    """bwrap with the same binds as agentz's minimal view (issue 20, item
+    1): an empty root, /usr read-only, the /bin /sbin /lib* links made
+    again, the kept /etc entries, /dev, /proc, a private /tmp."""
+    argv = ["--unshare-all", "--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
+    for n in sorted(os.listdir("/")):
+        p = "/" + n
+        if n in ("bin", "sbin") or n.startswith("lib"):
+            argv += (["--symlink", os.readlink(p), p] if os.path.islink(p)
+                     else ["--ro-bind", p, p])
+    for n in sorted(os.listdir("/etc")):
+        p = "/etc/" + n
+        if n in ETC_KEPT or n.startswith("python3"):
+            argv += ["--ro-bind-try", p, p]
+    return argv + ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                   "--remount-ro", "/", "true"]
 CRASH = "import os\nos.kill(os.getpid(), 9)"
 
 
@@ -312,6 +339,8 @@ class Bench:
             argv = [self.true]
         elif what == "bwrap":
             argv = [self.bwrap, *BWRAP]
+        elif what == "bwrap-min":
+            argv = [self.bwrap, *bwrap_min()]
         else:
             argv = [self.unshare, *UNSHARE]
             if w.who.name != "root":
@@ -340,11 +369,13 @@ class Bench:
             else:
                 self.skip[(u, "agentz")] = f"agentz: not built " \
                                            f"({self.args.build})"
-            refs = ["true", "bwrap", "unshare"]
+            refs = ["true", "bwrap", "bwrap-min", "unshare"]
             if not self.bwrap:
                 refs.remove("bwrap")
-                self.skip[(u, "bwrap")] = "bwrap: not installed " \
-                                          "(Debian package bubblewrap)"
+                refs.remove("bwrap-min")
+                for k in ("bwrap", "bwrap-min"):
+                    self.skip[(u, k)] = "bwrap: not installed " \
+                                        "(Debian package bubblewrap)"
             if not self.unshare:
                 refs.remove("unshare")
                 self.skip[(u, "unshare")] = "unshare: not installed"
@@ -448,6 +479,7 @@ class Bench:
             for what, label in (
                     ("true", "true"),
                     ("bwrap", "bwrap --unshare-all ... true"),
+                    ("bwrap-min", "bwrap, the minimal view's binds"),
                     ("unshare", "unshare -m -p -f -i -u true"
                      if u == "root" else "unshare -U -r -m -p -f -i -u "
                      "true")):

@@ -69,7 +69,9 @@ child_worker(const struct jail_child *c)
 	if (contain_child_drop_caps() < 0)
 		return -1;
 	if (c->landlock > 0)
-		return landlock_restrict(dirs, files, c->landlock);
+		return landlock_restrict(c->rw_dirs != NULL ? c->rw_dirs :
+		    dirs, c->rw_files != NULL ? c->rw_files : files,
+		    c->landlock);
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 

@@ -23,6 +23,10 @@ struct jail_child {
 	gid_t wgid;
 	int landlock;		/* ABI, 0 = none */
 	const char *workspace;
+	const char **rw_dirs;	/* where the worker writes (Landlock),
+				 * NULL-ended; NULL: the workspace, /tmp,
+				 * /dev/shm */
+	const char **rw_files;	/* NULL: /dev/null, /dev/zero, /dev/full */
 };
 
 /* Joins c's namespaces, the user namespace first. 0, or -1 with errno. */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -35,6 +36,7 @@
 
 #include "common/procfs.h"
 #include "sandbox/child.h"
+#include "sandbox/idmap.h"
 #include "sandbox/landlock.h"
 #include "sandbox/net.h"
 #include "sandbox/nsinit.h"
@@ -62,86 +64,6 @@ struct jail {
 	int built;		/* was active once: never runs a worker
 				 * without it again */
 };
-
-/* One uid per concurrent run: the slot is an abstract socket name we
- * hold for the run (it goes with us when we die). */
-static int
-take_slot(int *fd_out)
-{
-	struct sockaddr_un a;
-	unsigned slot;
-	int fd;
-
-	for (slot = 0; slot < JAIL_UID_SLOTS; slot++) {
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-			return -1;
-		memset(&a, 0, sizeof a);
-		a.sun_family = AF_UNIX;
-		(void)snprintf(a.sun_path + 1, sizeof a.sun_path - 1,
-		    "agentz-uid-%u", slot);
-		if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0) {
-			*fd_out = fd;
-			return (int)slot;
-		}
-		(void)close(fd);
-		if (errno != EADDRINUSE)
-			return -1;
-	}
-	errno = EAGAIN;
-	return -1;
-}
-
-/* The helper of idmap_userns: a user namespace held open while the
- * parent maps it; it says when it may be opened, and waits for EOF. */
-static _Noreturn void
-idmap_holder(int fd)
-{
-	char c;
-
-	/* ours to open without CAP_SYS_PTRACE, for the moment */
-	(void)prctl(PR_SET_DUMPABLE, 1);
-	if (write(fd, "r", 1) == 1)
-		(void)!read(fd, &c, 1);
-	_exit(0);
-}
-
-static int
-map_ids(pid_t pid, const char *file, unsigned inside, unsigned outside)
-{
-	char line[64];
-
-	(void)snprintf(line, sizeof line, "%u %u 1", inside, outside);
-	return procfs_write(pid, file, line);
-}
-
-/* A user namespace mapping our (the invoking user's) ids to the worker's:
- * through an id-mapped bind, the worker's files land as ours. */
-static int
-idmap_userns(uid_t ours, gid_t ourg, uid_t theirs, gid_t theirg)
-{
-	char c;
-	int sv[2], fd = -1;
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -1;
-	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
-	    NULL, NULL);
-	if (pid == 0) {
-		(void)close(sv[0]);
-		idmap_holder(sv[1]);
-	}
-	(void)close(sv[1]);
-	if (pid > 0 && read(sv[0], &c, 1) == 1 &&
-	    map_ids(pid, "uid_map", ours, theirs) == 0 &&
-	    map_ids(pid, "gid_map", ourg, theirg) == 0) {
-		fd = procfs_open(pid, "ns/user", O_RDONLY);
-	}
-	(void)close(sv[0]);
-	if (pid > 0)
-		(void)waitpid(pid, NULL, 0);
-	return fd;
-}
 
 static int
 wait_readable(int fd, int ms)
@@ -313,6 +235,38 @@ machine_root(void)
 	return m[0] == 0 && m[1] == 0 && m[2] > 0;
 }
 
+/*
+ * Where the worker writes, for its Landlock domain: the workspace and
+ * each --bind (the plan's OP_NOSUID places), /tmp, /dev/shm, and the
+ * writable devices. The strings are the plan's.
+ */
+static int
+rw_lists(struct jail *j)
+{
+	static const char *const devs[] = { "/dev/null", "/dev/zero",
+	    "/dev/full" };
+	const struct op *o;
+	size_t nd = 0, nf = 0, n = (size_t)j->plan->n + 4;
+	int i;
+
+	j->child.rw_dirs = calloc(n, sizeof *j->child.rw_dirs);
+	j->child.rw_files = calloc(n, sizeof *j->child.rw_files);
+	if (j->child.rw_dirs == NULL || j->child.rw_files == NULL)
+		return -1;
+	for (i = 0; i < j->plan->n; i++) {
+		o = &j->plan->op[i];
+		if (o->kind == OP_NOSUID && o->mode == S_IFDIR)
+			j->child.rw_dirs[nd++] = o->path;
+		else if (o->kind == OP_NOSUID && o->mode == S_IFREG)
+			j->child.rw_files[nf++] = o->path;
+	}
+	j->child.rw_dirs[nd++] = "/tmp";
+	j->child.rw_dirs[nd] = "/dev/shm";
+	for (i = 0; i < 3; i++)
+		j->child.rw_files[nf++] = devs[i];
+	return 0;
+}
+
 static int
 setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 {
@@ -323,14 +277,18 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 	j->netns = c->network != JAIL_NET_HOST;
 	j->plan->uid = getuid();
 	j->plan->gid = getgid();
+	j->plan->wuid = getuid();
+	j->plan->wgid = getgid();
 	if (root) {
-		if ((slot = take_slot(&j->slot_fd)) < 0) {
+		if ((slot = idmap_take_slot(&j->slot_fd)) < 0) {
 			(void)snprintf(err, len, "no free worker uid: %s",
 			    strerror(errno));
 			return -1;
 		}
 		j->child.wuid = JAIL_UID_BASE + (unsigned)slot;
 		j->child.wgid = j->child.wuid;
+		j->plan->wuid = j->child.wuid;
+		j->plan->wgid = j->child.wgid;
 		j->plan->idmap_fd = idmap_userns(geteuid(), getegid(), j->child.wuid,
 		    j->child.wgid);
 		if (j->plan->idmap_fd < 0) {
@@ -340,7 +298,7 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 			return -1;
 		}
 	}
-	if (view_plan(j->plan, c, root) < 0) {
+	if (view_plan(j->plan, c, root) < 0 || rw_lists(j) < 0) {
 		(void)snprintf(err, len, "cannot plan the worker's view: %s",
 		    strerror(errno));
 		return -1;
@@ -442,6 +400,8 @@ jail_free(struct jail *j)
 	if (j->slot_fd >= 0)
 		(void)close(j->slot_fd);
 	view_plan_free(j->plan);
+	free(j->child.rw_dirs);
+	free(j->child.rw_files);
 	free(j->workspace);
 	free(j);
 }

@@ -6,11 +6,13 @@
  * agentz is not root) and lives as long as the run, in a network
  * namespace of the run's own where only lo exists, up (unless the
  * operator keeps the host's network: JAIL_NET_HOST). It builds the view
- * before anything runs there: the host's root read-only, the workspace
- * read-write (id-mapped to the invoking user when the worker gets its own
- * uid), private size-capped /tmp and /dev/shm, a minimal /dev, a fresh
- * /proc, /sys without cgroups, secrets masked, the engine's binaries
- * read-only and pinned. Workers are started inside from a spawner that
+ * before anything runs there, on an empty root: /usr, /bin, /sbin, /lib*
+ * and a filtered /etc of the host read-only, the workspace read-write
+ * (id-mapped to the invoking user when the worker gets its own uid), the
+ * operator's binds, private size-capped /tmp and /dev/shm, a minimal
+ * /dev, a fresh /proc, no /sys, masks inside what is bound, the engine's
+ * binaries in the workspace read-only and pinned. Workers are started
+ * inside from a spawner that
  * joins those namespaces (jail_child_enter) and forks the worker, which
  * takes its identity and Landlock domain (jail_child_worker) and execs.
  *
@@ -47,6 +49,13 @@ enum jail_mode { JAIL_OFF, JAIL_BEST_EFFORT, JAIL_REQUIRED };
  * the host's (HOST, the operator's opt-out). */
 enum jail_network { JAIL_NET_NONE, JAIL_NET_HOST };
 
+/* A host path added to the view (--ro-bind, --bind). */
+struct jail_bind {
+	const char *src;		/* absolute, symlinks resolved */
+	const char *dst;		/* absolute, in the view */
+	int rw;
+};
+
 struct jail_config {
 	enum jail_mode mode;
 	enum jail_network network;
@@ -56,6 +65,8 @@ struct jail_config {
 	const char *const *protect;	/* files kept read-only, NULL-ended */
 	const char *const *readonly;	/* in the workspace, files or folders
 					 * kept read-only (not pinned) */
+	const struct jail_bind *binds;	/* added to the view, in order */
+	size_t nbinds;
 };
 
 struct jail;

@@ -21,7 +21,7 @@ struct jail_config;
 enum op_kind {
 	OP_RBIND, OP_RDONLY_TREE, OP_PROC, OP_BIND_RO, OP_TMPFS, OP_MKDIRS,
 	OP_MKFILE, OP_BIND, OP_SYMLINK, OP_IDMAP_BIND, OP_PIN, OP_MASK_FILE,
-	OP_MASK_DIR, OP_SET_RO, OP_NOSUID
+	OP_MASK_DIR, OP_SET_RO, OP_NOSUID, OP_WRITE
 };
 
 struct op {
@@ -30,13 +30,16 @@ struct op {
 	char *dst;		/* where the init acts: /newroot + path */
 	char *src;		/* what is bound there: /oldroot + a host
 				 * path, or the view's own file; NULL */
-	char *data;		/* a link target, tmpfs options; NULL */
-	unsigned mode;
+	char *data;		/* a link target, tmpfs options, a made
+				 * file's text; NULL */
+	unsigned mode;		/* made files and folders; OP_NOSUID:
+				 * S_IFDIR or S_IFREG, a place the
+				 * worker writes (Landlock's list) */
 	int optional;		/* skipped when dst does not exist */
 	int ro;
 };
 
-#define VIEW_MAX_OPS 512
+#define VIEW_MAX_OPS 1024
 
 struct plan {
 	struct op op[VIEW_MAX_OPS];
@@ -44,6 +47,9 @@ struct plan {
 	int userns;		/* plain user: map our own ids */
 	uid_t uid;		/* ours, before the jail */
 	gid_t gid;
+	uid_t wuid;		/* the worker's, as the view sees them (its
+				 * /etc/passwd and /etc/group name them) */
+	gid_t wgid;
 	int idmap_fd;		/* user namespace of the workspace idmap */
 };
 
@@ -64,10 +70,29 @@ struct plan *view_plan_new(void);
 void view_plan_free(struct plan *p);
 /*
  * Appends the view of c to p (root: the machine's root, the worker gets
- * its own uid; p->idmap_fd set before when the workspace is id-mapped).
- * 0, or -1 with errno (ENOMEM, E2BIG beyond VIEW_MAX_OPS).
+ * its own uid; p->idmap_fd, wuid and wgid set before). The view is built
+ * on an empty root (a tmpfs, read-only once built): only what the
+ * interpreter needs of the host, read-only, besides the workspace and
+ * c->binds. 0, or -1 with errno (ENOMEM, E2BIG beyond VIEW_MAX_OPS).
  */
 int view_plan(struct plan *p, const struct jail_config *c, int root);
+/*
+ * An op at view path `path`: the host's `host` bound there (NULL: none),
+ * with data (NULL: none) and mode. NULL with errno. For view.c and
+ * viewetc.c.
+ */
+struct op *view_op(struct plan *p, enum op_kind k, const char *path,
+    const char *host, const char *data, unsigned mode);
+/*
+ * The host's `host` at view path `path`, read-only: a folder bound with
+ * what is mounted below it, a file bound, a link made again (keep_link;
+ * else what it leads to is bound, when it exists). What does not exist
+ * (or is another kind) is left out. 0, or -1 with errno.
+ */
+int view_plan_host(struct plan *p, const char *host, const char *path,
+    int keep_link);
+/* viewetc.c: the view's /etc, filtered (see there). 0, or -1 with errno. */
+int view_plan_etc(struct plan *p);
 /* What an op does, for messages ("bind read-only"). */
 const char *view_op_name(const struct op *o);
 

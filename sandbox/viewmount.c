@@ -5,9 +5,10 @@
  * supervisor: SYSTEM CALLS ONLY. The supervisor may be multithreaded, so
  * its clone child must stay async-signal-safe: no malloc, no stdio; it
  * only reads the plan view.c made. The init makes / a slave tree, pivots
- * into a staging tmpfs so the host is at /oldroot, binds the host's root
- * at /newroot, makes that tree read-only, lays the writable and private
- * parts over it, then pivots into /newroot and detaches the rest, as
+ * into a staging tmpfs so the host is at /oldroot, mounts an empty tmpfs
+ * at /newroot, binds into it what the plan takes of the host (read-only)
+ * and lays the writable and private parts over it, makes that root
+ * read-only, then pivots into /newroot and detaches the rest, as
  * bubblewrap does.
  */
 #include "sandbox/view.h"
@@ -121,6 +122,29 @@ bind_mount(const char *src, const char *dst, unsigned long extra)
 	return mount(src, dst, NULL, MS_BIND | extra, NULL);
 }
 
+/* A file of the view made with the plan's text. */
+static int
+write_file(const struct op *o)
+{
+	size_t n = strlen(o->data), off = 0;
+	ssize_t w;
+	int fd;
+
+	if ((fd = open(o->dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+	    o->mode)) < 0)
+		return -1;
+	while (off < n) {
+		if ((w = write(fd, o->data + off, n - off)) < 0) {
+			if (errno == EINTR)
+				continue;
+			(void)close(fd);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	return close(fd);
+}
+
 static int
 run_op(const struct plan *p, const struct op *o)
 {
@@ -157,6 +181,8 @@ run_op(const struct plan *p, const struct op *o)
 		return bind_mount(o->src, o->dst, 0);
 	case OP_SYMLINK:
 		return symlink(o->data, o->dst);
+	case OP_WRITE:
+		return write_file(o);
 	case OP_IDMAP_BIND:
 		return idmap_bind(o->src, o->dst, p->idmap_fd);
 	case OP_PIN:

@@ -102,10 +102,15 @@ static const char worker_help[] =
     "  --network NET        the worker's network: none (default: a namespace\n"
     "                       of its own, only loopback) or host\n"
     "  --workspace DIR      the folder cells may write (default the working\n"
-    "                       directory); the rest of / is read-only\n"
+    "                       directory); besides it cells see only /usr,\n"
+    "                       /lib*, /bin, a filtered /etc, /tmp, /dev, /proc\n"
+    "  --ro-bind SRC[:DST]  show the host's SRC at DST (default SRC) to\n"
+    "                       cells, read-only (repeatable)\n"
+    "  --bind SRC[:DST]     the same, read-write (repeatable)\n"
     "  --tmp-size SIZE      private /tmp and /dev/shm, each (default 1G)\n"
     "  --mask PATH          make PATH unreadable to cells (repeatable)\n"
     "  --no-default-masks   do not mask the usual secret folders of homes\n"
+    "                       (inside what --ro-bind and --bind add)\n"
     "  --writable-git       let cells write .git and make repositories\n"
     "                       (default: read-only; one a cell makes is\n"
     "                       renamed when the run ends)\n";
@@ -243,6 +248,9 @@ static const struct opt {
 	{ "tmp-size", K_SIZE64, OFF(tmp_size), 1 << 20, 0, NULL, 0, 0, 0,
 	    0 },
 	{ "mask", K_LIST, OFF(masks), 0, 0, NULL, 0, 1, OFF(nmasks), 0 },
+	{ "ro-bind", K_LIST, OFF(ro_binds), 0, 0, NULL, 0, 1, OFF(nro_binds),
+	    0 },
+	{ "bind", K_LIST, OFF(binds), 0, 0, NULL, 0, 1, OFF(nbinds), 0 },
 	{ "no-default-masks", K_FLAG, OFF(no_default_masks), 0, 0, NULL, 0,
 	    0, 0, 0 },
 	{ "writable-git", K_FLAG, OFF(writable_git), 0, 0, NULL, 0, 0, 0,
@@ -578,6 +586,10 @@ config_clear(struct config *c)
 	c->pass_env = NULL;
 	free(c->masks);
 	c->masks = NULL;
+	free(c->ro_binds);
+	c->ro_binds = NULL;
+	free(c->binds);
+	c->binds = NULL;
 }
 
 /* agentz-worker next to our own executable, unless --worker says. */
@@ -659,6 +671,10 @@ config_view(struct view_options *vo, const struct config *c)
 	vo->workspace = c->workspace;
 	vo->masks = c->masks;
 	vo->nmasks = c->nmasks;
+	vo->ro_binds = c->ro_binds;
+	vo->nro_binds = c->nro_binds;
+	vo->binds = c->binds;
+	vo->nbinds = c->nbinds;
 	vo->no_default_masks = c->no_default_masks;
 	vo->writable_git = c->writable_git;
 	vo->journal = c->journal;

@@ -39,6 +39,10 @@ struct config {
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
 	const char **masks;		/* --mask, NULL-terminated */
 	size_t nmasks;
+	const char **ro_binds;		/* --ro-bind SRC[:DST], NULL-terminated */
+	size_t nro_binds;
+	const char **binds;		/* --bind SRC[:DST], NULL-terminated */
+	size_t nbinds;
 	int no_default_masks;
 	int writable_git;		/* cells may write .git (and make one) */
 	/* the model (agent runs) */

@@ -5,7 +5,9 @@
  * key folder /etc/agentz and the journal; by default also the usual
  * secret folders of every home (the supervisor's $HOME, /root, and each
  * folder in /home).
- * Paths that do not exist are dropped when the view is built.
+ * Paths that do not exist are dropped when the view is built. The view
+ * is built on an empty root (sandbox/view.c), so a mask matters in the
+ * workspace and in what --ro-bind and --bind add (binds.c).
  *
  * What a cell leaves behind must not hurt the operator: the workspace is
  * marked (VIEW_MARKER, read-only in the view), so that no later agentz
@@ -31,6 +33,7 @@
 
 #include "common/log.h"
 #include "common/path.h"
+#include "supervisor/world/binds.h"
 
 /* Entries looked at for .git in a workspace, .git kept read-only, .git
  * named in the marker, and the most of a marker read. */
@@ -613,6 +616,12 @@ view_init(struct view *v, const struct view_options *c, const char *wpath,
 	}
 	if (workspace(v, c, cmd) < 0)
 		return -1;
+	if (view_binds(v, c, cmd) < 0) {
+		view_binds_clear(v);
+		free(v->workspace);
+		v->workspace = NULL;
+		return -1;
+	}
 	if (always_masks(v, c) < 0 || guard_workspace(v, c) < 0 ||
 	    (!c->no_default_masks && default_masks(v) < 0)) {
 		(void)fprintf(stderr, "%s: the worker's view: %s\n", cmd,
@@ -661,6 +670,7 @@ view_clear(struct view *v)
 	for (i = 0; i < v->nmasks; i++)
 		free(v->masks[i]);
 	free(v->masks);
+	view_binds_clear(v);
 	free(v->protect[0]);
 	free(v->protect[1]);
 	free(v->workspace);

@@ -24,6 +24,10 @@ struct view_options {
 	const char *workspace;		/* NULL = the working directory */
 	const char *const *masks;	/* --mask, nmasks of them */
 	size_t nmasks;
+	const char *const *ro_binds;	/* --ro-bind SRC[:DST], nro_binds */
+	size_t nro_binds;
+	const char *const *binds;	/* --bind SRC[:DST], nbinds */
+	size_t nbinds;
 	int no_default_masks;
 	int writable_git;		/* cells may write .git (and make one) */
 	const char *journal;		/* masked too, when given */
@@ -45,6 +49,9 @@ struct view {
 	char *workspace;
 	char **masks;		/* NULL-terminated, owned */
 	size_t nmasks;
+	struct jail_bind *binds;	/* --ro-bind, --bind (binds.c) */
+	char **bindpaths;	/* their src and dst, owned */
+	size_t nbinds;
 	char *protect[3];	/* agentz, agentz-worker, NULL */
 	char **readonly;	/* .git, the marker: NULL-terminated, owned */
 	size_t nreadonly;
@@ -60,7 +67,7 @@ enum { GIT_RECORD_NONE, GIT_RECORD_LIST, GIT_RECORD_ANY };
 
 /*
  * Fills v from c (wpath: the agentz-worker executable). A bad workspace
- * is a usage error: printed, naming the path and why, -1. Also -1 on
+ * or bind is a usage error: printed, naming the path and why, -1. Also -1 on
  * ENOMEM (printed too). Marks the workspace (VIEW_MARKER) and, unless
  * c->writable_git, keeps every .git in it read-only in the view and
  * remembers them: view_clear renames any other .git found then (one a

@@ -260,7 +260,12 @@ def test_cwd_dotenv_is_masked_when_the_workspace_is_elsewhere(ctx):
 report(abs=rd({cwd + "/.env"!r}), append=t(wr, {cwd + "/.env"!r}, b'X=1',
        'ab'))
 '''
+    # the minimal view has no cwd outside the workspace (absent, ENOENT);
+    # bound read-write, only the mask keeps the .env from cells
     r = ctx.run([code], args=("--workspace", ctx.ws), cwd=cwd)
+    res = probe(r.recs[0])
+    assert res["abs"] == "ENOENT" and res["append"] == "ENOENT", res
+    r = ctx.run([code], args=("--workspace", ctx.ws, "--bind", cwd), cwd=cwd)
     res = probe(r.recs[0])
     assert_unreadable(res["abs"], content, "the cwd's .env")
     assert res["abs"] != data_tag(content)
