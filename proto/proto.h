@@ -68,10 +68,10 @@ enum msg_type {
 
 /*
  * The worker's fd layout: 0 /dev/null, 1-2 output pipes, 3 the control
- * channel, 4 the write end of the stack-dump pipe. The supervisor sends
- * SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET before a kill; the worker's
- * faulthandler then writes every thread's stack to fd 4 (from the signal
- * handler, so it works while a thread sits in C code).
+ * channel, 4 the write end of the stack-dump pipe (5 and 6: below). The
+ * supervisor sends SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET before a kill; the
+ * worker's faulthandler then writes every thread's stack to fd 4 (from the
+ * signal handler, so it works while a thread sits in C code).
  */
 #define WORKER_CHAN_FD 3
 #define WORKER_DUMP_FD 4
@@ -96,6 +96,28 @@ enum msg_type {
 struct promote_msg {
 	uint32_t magic;
 	uint32_t generation;
+};
+
+/*
+ * fd 6: the output socket (AF_UNIX, SOCK_SEQPACKET; absent = every cell
+ * writes into the pipes the worker started with). Each datagram the
+ * supervisor sends on it is struct outpipes_msg with SCM_RIGHTS carrying
+ * exactly OUTPIPES_NFDS descriptors: the write ends of a fresh stdout and
+ * stderr pipe. The supervisor keeps one such datagram waiting; right after
+ * each DONE the worker takes it and places its pipes at 1 and 2, so the
+ * next cell (and the time before it) writes into pipes no earlier cell's
+ * process holds. The supervisor reads a cell's pipes until its DONE (what
+ * they hold then), then closes them: a process the cell left running
+ * writes into a closed pipe (EPIPE, SIGPIPE). The waiting datagram and
+ * this socket outlive a worker killed in a cell, so a promoted snapshot
+ * (which shares the socket) takes the same datagram after its first DONE.
+ */
+#define WORKER_OUT_FD 6
+#define OUTPIPES_MAGIC 0x415a4f50u	/* "AZOP" */
+#define OUTPIPES_NFDS 2
+
+struct outpipes_msg {
+	uint32_t magic;
 };
 
 /* DONE.status, on the wire. */

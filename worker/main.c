@@ -3,7 +3,8 @@
  *
  * Started by the supervisor (fork + exec, never by hand) with the control
  * channel on fd 3, stdin on /dev/null and stdout/stderr as pipes to the
- * supervisor, and the spare socket for snapshots on fd 5 (optional).
+ * supervisor, the spare socket for snapshots on fd 5 (optional) and the
+ * output socket on fd 6 (optional: fresh output pipes after each DONE).
  * Order of set-up: signals reset, CPython initialised, seccomp
  * applied to ourselves (before any thread exists, so every later thread
  * inherits it), READY sent. Then one cell at a time, each perhaps
@@ -26,6 +27,7 @@
 #include "proto/wexit.h"
 #include "sandbox/seccomp.h"
 #include "worker/chan.h"
+#include "worker/pipes.h"
 #include "worker/py.h"
 #include "worker/snap.h"
 
@@ -148,6 +150,7 @@ self_limits(const struct wconfig *c)
 	(void)fcntl(WORKER_CHAN_FD, F_SETFD, FD_CLOEXEC);
 	(void)fcntl(WORKER_DUMP_FD, F_SETFD, FD_CLOEXEC);
 	(void)fcntl(WORKER_SPARE_FD, F_SETFD, FD_CLOEXEC);
+	pipes_init();
 	(void)procfs_put("/proc/self/oom_score_adj", "1000");
 	if (c->data_limit == 0)
 		return "";
@@ -210,6 +213,7 @@ serve(size_t output_limit)
 		msg_clear(&m);
 		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
+		pipes_next();	/* the next cell's pipes */
 		msg_clear(&done);
 		snap_discard();	/* the cell ended: no rollback */
 	}
@@ -223,8 +227,8 @@ main(int argc, char **argv)
 	struct stat st;
 	const char *version, *lims;
 
-	/* what we were exec'd from (fd 6): never the cells' */
-	(void)syscall(SYS_close_range, WORKER_SPARE_FD + 1, ~0u, 0u);
+	/* what we were exec'd from (fd 7): never the cells' */
+	(void)syscall(SYS_close_range, WORKER_OUT_FD + 1, ~0u, 0u);
 	parse_args(argc, argv, &c);
 	if (fstat(WORKER_CHAN_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		(void)fprintf(stderr, "agentz-worker: fd %d is not the control "

@@ -116,6 +116,8 @@ on_done(struct worker *w, struct msg *m)
 	wout_drain_all(w);
 	w->state = WORKER_IDLE;
 	wsnap_forget(w);	/* the worker discards it */
+	/* this cell's pipes closed: what it left running writes nowhere */
+	wout_rotate(w);
 	w->ops.done(w, &m->u.done, w->ctx);
 }
 

@@ -54,6 +54,7 @@ worker_new(struct loop *l, const struct worker_config *c,
 	w->ctx = ctx;
 	w->pidfd = w->chan = w->out = w->err = w->dump = w->status = -1;
 	w->spare = w->snap.pidfd = -1;
+	w->outsock = w->next_out = w->next_err = -1;
 	/* workers start from this descriptor: a path swapped later
 	 * changes nothing */
 	w->exe = open(c->path, O_PATH | O_CLOEXEC);
@@ -153,6 +154,11 @@ reset_state(struct worker *w, const int *ours)
 	if (w->spare >= 0)
 		(void)close(w->spare);
 	w->spare = ours[6];
+	/* a promoted snapshot keeps the output socket (ours[7] -1) */
+	if (ours[7] >= 0) {
+		wout_close_socket(w);
+		w->outsock = ours[7];
+	}
 	w->python_pid = w->spawner_pid;	/* until READY tells us better */
 	w->python_ns_pid = 0;
 	w->generation = wworker_next_gen(w);
@@ -195,6 +201,7 @@ worker_spawn(struct worker *w)
 	wspawn_close_fds(theirs, WSPAWN_NFDS);
 	w->adopted = 0;
 	reset_state(w, ours);
+	(void)wout_send_next(w);	/* for after its first DONE */
 	w->pidfd = (int)syscall(SYS_pidfd_open, w->spawner_pid, 0);
 	if (release_child(w, ours[4]) < 0 || w->pidfd < 0 || watch_all(w) < 0)
 		worker_kill(w, "cannot set up the new worker");
@@ -549,6 +556,7 @@ worker_free(struct worker *w)
 		(void)close(w->exe);
 	if (w->spare >= 0)
 		(void)close(w->spare);
+	wout_close_socket(w);
 	wsnap_forget(w);
 	if (w->cg != NULL) {
 		(void)contain_group_kill(w->cg);

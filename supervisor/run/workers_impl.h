@@ -51,6 +51,10 @@ struct worker {
 	pid_t python_ns_pid;
 	int exe;		/* agentz-worker, opened at start-up */
 	int pidfd, chan, out, err, dump, status;
+	/* The output socket (proto.h WORKER_OUT_FD) and the read ends of the
+	 * pipes waiting there for after the worker's next DONE; all three
+	 * outlive a death, for a promoted snapshot (-1: none). */
+	int outsock, next_out, next_err;
 	int pidns_state;	/* 0 untried, 1 works, -1 refused */
 	struct frame_rx rx;
 	int starved;		/* rx holds no frame we can handle yet */
@@ -96,11 +100,11 @@ struct worker {
 	} snap;
 };
 
-/* wspawn.c: descriptors for a new worker (ours[7]/theirs[7]: chan, out,
- * err, dump, sync, status, spare), closing them, and the fork (0 in the
- * parent with w->spawner_pid set, -1 with errno; the child never
+/* wspawn.c: descriptors for a new worker (ours[8]/theirs[8]: chan, out,
+ * err, dump, sync, status, spare, outsock), closing them, and the fork (0
+ * in the parent with w->spawner_pid set, -1 with errno; the child never
  * returns). */
-#define WSPAWN_NFDS 7
+#define WSPAWN_NFDS 8
 int wspawn_make_fds(int *ours, int *theirs);
 void wspawn_close_fds(int *fds, size_t n);
 int wspawn_fork(struct worker *w, const int *theirs);
@@ -111,6 +115,13 @@ void wout_pipe_event(struct loop *l, int fd, short revents, void *ctx);
 void wout_dump_event(struct loop *l, int fd, short revents, void *ctx);
 void wout_drain_all(struct worker *w);
 void wout_read_dump(struct worker *w);
+/* wout.c: the next cell's pipes sent on the output socket (0, or -1 with
+ * errno: then the worker keeps its pipes); at a DONE, the finished cell's
+ * pipes closed and the waiting ones read instead, the next ones sent;
+ * the output socket and the waiting pipes closed (a new spawn). */
+int wout_send_next(struct worker *w);
+void wout_rotate(struct worker *w);
+void wout_close_socket(struct worker *w);
 
 /* wchan.c: the channel's loop callback; handles a slice of the frames
  * buffered (also called at death to handle the ones left). */

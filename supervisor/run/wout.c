@@ -1,48 +1,69 @@
 /*
- * wout.c - a worker's output pipes (stdout, stderr) and its stack-dump
- * pipe (see workers_impl.h).
+ * wout.c - a worker's output pipes (stdout, stderr), fresh for each cell,
+ * and its stack-dump pipe (see workers_impl.h).
  *
  * Owns: reading the pipes in bounded rounds (a flood must not starve the
- * channel), draining them whole before a DONE or a death, and the
- * faulthandler dump kept to STACK_MAX bytes.
+ * channel), draining what they hold at a DONE or a death, the pipes of
+ * the next cell waiting on the output socket (proto.h WORKER_OUT_FD) and
+ * the swap at each DONE, and the faulthandler dump kept to STACK_MAX
+ * bytes.
  *
  * May include: workers_impl.h, common/log.h.
  */
 #include "supervisor/run/workers_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include "common/log.h"
 
 #define READ_CHUNK 65536
 #define STACK_MAX 65536
 
 /*
- * Reads what a pipe holds now, at most `rounds` reads (a flood must not
- * starve the channel; unbounded when draining before a DONE or a death).
+ * Reads what a pipe holds now, at most `rounds` reads and `max` bytes (a
+ * flood must not starve the channel, nor hold up a DONE or a death).
  * Returns 0 at EOF, 1 otherwise.
  */
 static int
-drain_pipe(struct worker *w, int fd, unsigned rounds)
+drain_pipe(struct worker *w, int fd, unsigned rounds, size_t max)
 {
 	char buf[READ_CHUNK];
 	ssize_t n;
 
-	while (rounds-- > 0) {
-		n = read(fd, buf, sizeof buf);
-		if (n > 0)
+	while (rounds-- > 0 && max > 0) {
+		n = read(fd, buf, max < sizeof buf ? max : sizeof buf);
+		if (n > 0) {
 			w->ops.output(w, fd == w->out ? 1 : 2, buf, (size_t)n,
 			    w->ctx);
-		else if (n == 0)
+			max -= (size_t)n;
+		} else if (n == 0) {
 			return 0;
-		else if (errno != EINTR)
+		} else if (errno != EINTR) {
 			return 1;
+		}
 	}
 	return 1;
+}
+
+/* The bytes a pipe holds now, read whole; nothing written later (a
+ * process the cell left running writes on). */
+static void
+drain_held(struct worker *w, int fd)
+{
+	int held = 0;
+
+	if (fd >= 0 && ioctl(fd, FIONREAD, &held) == 0 && held > 0)
+		(void)drain_pipe(w, fd, UINT_MAX, (size_t)held);
 }
 
 /* 16 reads of READ_CHUNK: 1 MiB, the most an unprivileged worker can
@@ -51,19 +72,17 @@ void
 worker_drain_output(struct worker *w)
 {
 	if (w->out >= 0)
-		(void)drain_pipe(w, w->out, 16);
+		(void)drain_pipe(w, w->out, 16, SIZE_MAX);
 	if (w->err >= 0)
-		(void)drain_pipe(w, w->err, 16);
+		(void)drain_pipe(w, w->err, 16, SIZE_MAX);
 }
 
 /* Everything written to the pipes before now (a DONE or a death). */
 void
 wout_drain_all(struct worker *w)
 {
-	if (w->out >= 0)
-		(void)drain_pipe(w, w->out, UINT_MAX);
-	if (w->err >= 0)
-		(void)drain_pipe(w, w->err, UINT_MAX);
+	drain_held(w, w->out);
+	drain_held(w, w->err);
 }
 
 void
@@ -72,7 +91,7 @@ wout_pipe_event(struct loop *l, int fd, short revents, void *ctx)
 	struct worker *w = ctx;
 
 	(void)revents;
-	if (drain_pipe(w, fd, 16) == 0) {
+	if (drain_pipe(w, fd, 16, SIZE_MAX) == 0) {
 		loop_unwatch(l, fd);
 		(void)close(fd);
 		if (fd == w->out)
@@ -80,6 +99,128 @@ wout_pipe_event(struct loop *l, int fd, short revents, void *ctx)
 		else
 			w->err = -1;
 	}
+}
+
+/* --- the next cell's pipes -------------------------------------------- */
+
+/* A pipe: *rd ours (non-blocking), *wr the worker's (blocking). */
+static int
+new_pipe(int *rd, int *wr)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+		wspawn_close_fds(p, 2);
+		return -1;
+	}
+	*rd = p[0];
+	*wr = p[1];
+	return 0;
+}
+
+/* One datagram: struct outpipes_msg and the pipes' write ends. */
+static int
+send_pipes(int sock, const int *fds)
+{
+	struct outpipes_msg om = { OUTPIPES_MAGIC };
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(OUTPIPES_NFDS * sizeof(int))];
+	} u;
+	struct iovec iov = { &om, sizeof om };
+	struct msghdr mh;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&mh, 0, sizeof mh);
+	memset(&u, 0, sizeof u);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.b;
+	mh.msg_controllen = sizeof u.b;
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(OUTPIPES_NFDS * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, OUTPIPES_NFDS * sizeof(int));
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof om ? 0 : -1;
+}
+
+void
+wout_close_socket(struct worker *w)
+{
+	int fds[3] = { w->outsock, w->next_out, w->next_err };
+
+	wspawn_close_fds(fds, 3);
+	w->outsock = w->next_out = w->next_err = -1;
+}
+
+/*
+ * One datagram waits at a time (the worker takes it after its next DONE).
+ * When one cannot be sent the socket is closed: the worker keeps its
+ * pipes from then on (as both sides agree), never a datagram off by one.
+ */
+int
+wout_send_next(struct worker *w)
+{
+	int rd[2] = { -1, -1 }, wr[2] = { -1, -1 }, rc = -1;
+
+	if (w->outsock < 0 || w->next_out >= 0)
+		return w->next_out >= 0 ? 0 : -1;
+	if (new_pipe(&rd[0], &wr[0]) == 0 && new_pipe(&rd[1], &wr[1]) == 0 &&
+	    send_pipes(w->outsock, wr) == 0) {
+		w->next_out = rd[0];
+		w->next_err = rd[1];
+		rd[0] = rd[1] = -1;
+		rc = 0;
+	} else {
+		log_warn("worker %ld: cannot send the next cell's output pipes; "
+		    "later cells share these", (long)w->spawner_pid);
+		wout_close_socket(w);
+	}
+	wspawn_close_fds(wr, 2);
+	wspawn_close_fds(rd, 2);
+	return rc;
+}
+
+/* Closes and forgets *fd (-1 after). */
+static void
+close_pipe(struct worker *w, int *fd)
+{
+	if (*fd < 0)
+		return;
+	loop_unwatch(w->loop, *fd);
+	(void)close(*fd);
+	*fd = -1;
+}
+
+/*
+ * At a DONE, once the cell's pipes are drained: they are closed (a
+ * process the cell left running gets EPIPE from now on) and the pipes the
+ * worker takes right after its DONE are read instead; the next ones are
+ * sent. Nothing waiting: the worker keeps its pipes, and so do we.
+ */
+void
+wout_rotate(struct worker *w)
+{
+	if (w->next_out < 0)
+		return;
+	close_pipe(w, &w->out);
+	close_pipe(w, &w->err);
+	w->out = w->next_out;
+	w->err = w->next_err;
+	w->next_out = w->next_err = -1;
+	if (loop_watch(w->loop, w->out, POLLIN, wout_pipe_event, w) < 0 ||
+	    loop_watch(w->loop, w->err, POLLIN, wout_pipe_event, w) < 0) {
+		worker_kill(w, "cannot watch the output pipes");
+		return;
+	}
+	(void)wout_send_next(w);
 }
 
 /* --- stack dumps ------------------------------------------------------- */

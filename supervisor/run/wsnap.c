@@ -442,10 +442,12 @@ worker_promote(struct worker *w)
 	if (send_promotion(w->spare, wworker_next_gen(w), give) < 0)
 		goto fail;
 	wspawn_close_fds(theirs, WSPAWN_NFDS);
-	/* no sync byte and no init's status: the snapshot runs already */
+	/* no sync byte and no init's status: the snapshot runs already; it
+	 * shares the output socket of the worker it was forked from */
 	(void)close(ours[4]);
 	(void)close(ours[5]);
-	ours[4] = ours[5] = -1;
+	(void)close(ours[7]);
+	ours[4] = ours[5] = ours[7] = -1;
 	w->snap.pidfd = -1;
 	w->snap.host_pid = w->snap.ns_pid = 0;
 	/* the worker again: the OOM killer's first choice, as it was */

@@ -80,8 +80,8 @@ struct spawn_args {
 	char *argv[MAX_ARGS];
 	char *envp[MAX_ENV];
 	char num[6][24];
-	int fds[WSPAWN_NFDS];	/* chan, out, err, dump, sync, status, spare
-				 * (the child's ends) */
+	int fds[WSPAWN_NFDS];	/* chan, out, err, dump, sync, status, spare,
+				 * outsock (the child's ends) */
 	struct contain_limits lim;
 	const char *path;
 	int exe;		/* -1: exec path instead */
@@ -90,9 +90,10 @@ struct spawn_args {
 };
 
 /* Where the executable's descriptor and the init's status pipe sit in
- * the child (after the spare socket, WORKER_SPARE_FD). */
-#define EXE_FD (WORKER_SPARE_FD + 1)
-#define STATUS_FD (WORKER_SPARE_FD + 2)
+ * the child (after the output socket, WORKER_OUT_FD). */
+#define EXE_FD (WORKER_OUT_FD + 1)
+#define STATUS_FD (WORKER_OUT_FD + 2)
+#define CHILD_NFDS 8
 
 static void
 build_argv(const struct worker *w, struct spawn_args *a)
@@ -132,21 +133,22 @@ build_argv(const struct worker *w, struct spawn_args *a)
 }
 
 /*
- * Child: park the fds above 9, place them at 0-5 (5: the spare socket),
- * the executable (fd 6) and the init's status pipe (fd 7, CLOEXEC: the
- * worker never has it) where present, close the rest. fd 6 survives the
- * exec only because a script's interpreter reads the script through it;
- * agentz-worker closes it before anything else.
+ * Child: park the fds above 9, place them at 0-6 (5: the spare socket,
+ * 6: the output socket), the executable (fd 7) and the init's status
+ * pipe (fd 8, CLOEXEC: the worker never has it) where present, close the
+ * rest. fd 7 survives the exec only because a script's interpreter reads
+ * the script through it; agentz-worker closes it before anything else.
  */
 static int
 child_fds(const int *fds, int status, int exe)
 {
-	int src[7] = { fds[0], fds[1], fds[2], fds[3], fds[6], exe, status };
-	static const int dst[7] = { WORKER_CHAN_FD, 1, 2, WORKER_DUMP_FD,
-	    WORKER_SPARE_FD, EXE_FD, STATUS_FD };
-	int hi[7], nul, i;
+	int src[CHILD_NFDS] = { fds[0], fds[1], fds[2], fds[3], fds[6],
+	    fds[7], exe, status };
+	static const int dst[CHILD_NFDS] = { WORKER_CHAN_FD, 1, 2,
+	    WORKER_DUMP_FD, WORKER_SPARE_FD, WORKER_OUT_FD, EXE_FD, STATUS_FD };
+	int hi[CHILD_NFDS], nul, i;
 
-	for (i = 0; i < 7; i++) {
+	for (i = 0; i < CHILD_NFDS; i++) {
 		hi[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 10);
 		if (src[i] >= 0 && hi[i] < 0)
 			return -1;
@@ -154,10 +156,10 @@ child_fds(const int *fds, int status, int exe)
 	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (nul < 0 || dup2(nul, 0) < 0)
 		return -1;
-	for (i = 0; i < 7; i++) {
+	for (i = 0; i < CHILD_NFDS; i++) {
 		if (hi[i] < 0)
 			(void)close(dst[i]);
-		else if (dup2(hi[i], dst[i]) < 0 || (i == 6 &&
+		else if (dup2(hi[i], dst[i]) < 0 || (dst[i] == STATUS_FD &&
 		    fcntl(dst[i], F_SETFD, FD_CLOEXEC) < 0))
 			return -1;
 	}
@@ -179,8 +181,9 @@ exec_worker(const struct spawn_args *a)
  * no handler for, even its own SIGKILL, so the worker must not be it: this
  * init forks the worker, reaps whatever is orphaned into the namespace,
  * and when the worker ends sends its wait status to the supervisor on fd
- * 7 and exits, which kills everything left in the namespace (in the
+ * 8 and exits, which kills everything left in the namespace (in the
  * run's jail, the jail's own init stays: a snapshot can outlive us).
+ * It keeps none of the worker's fds 0-6.
  */
 static _Noreturn void
 ns_init(const struct spawn_args *a, int status_fd)
@@ -197,7 +200,7 @@ ns_init(const struct spawn_args *a, int status_fd)
 		exec_worker(a);
 		_exit(WEXIT_EXEC);
 	}
-	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_SPARE_FD, 0u);
+	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_OUT_FD, 0u);
 	for (;;) {
 		r = waitpid(-1, &st, 0);
 		if (r == w) {
@@ -259,9 +262,11 @@ wspawn_close_fds(int *fds, size_t n)
 }
 
 /*
- * ours/theirs[WSPAWN_NFDS]: chan, out, err, dump, sync, status, spare. We
- * read the output, dump and status pipes and write the sync pipe; the
- * spare socket (datagrams) carries a promotion to a snapshot.
+ * ours/theirs[WSPAWN_NFDS]: chan, out, err, dump, sync, status, spare,
+ * outsock. We read the output, dump and status pipes and write the sync
+ * pipe; the spare socket (datagrams) carries a promotion to a snapshot,
+ * the output socket each cell's pipes (proto.h; we only send on it, so
+ * what the worker's side sends fails with EPIPE).
  */
 int
 wspawn_make_fds(int *ours, int *theirs)
@@ -270,6 +275,11 @@ wspawn_make_fds(int *ours, int *theirs)
 
 	for (i = 0; i < WSPAWN_NFDS; i++)
 		ours[i] = theirs[i] = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	ours[7] = sv[0], theirs[7] = sv[1];
+	if (shutdown(ours[7], SHUT_RD) < 0)
+		return -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
 	ours[6] = sv[0], theirs[6] = sv[1];

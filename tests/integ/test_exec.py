@@ -283,8 +283,8 @@ def test_worker_environment_is_allow_listed_and_fds_are_clean():
         assert f"'{bad}'" not in names
     assert canaries == "0"
     # stdio, the channel (3), the stack-dump pipe (4), the spare socket
-    # (5), and listdir's own fd
-    assert eval(fds)[:6] == [0, 1, 2, 3, 4, 5] and len(eval(fds)) == 7
+    # (5), the output socket (6), and listdir's own fd
+    assert eval(fds)[:7] == [0, 1, 2, 3, 4, 5, 6] and len(eval(fds)) == 8
 
 
 def test_pass_env_adds_a_variable_but_never_a_secret():

@@ -1,0 +1,117 @@
+/*
+ * pipes.c - the worker's output pipes, fresh after each cell (see
+ * pipes.h, proto.h WORKER_OUT_FD).
+ *
+ * The supervisor sends the next pipes before the worker needs them, so
+ * they are taken without waiting; it closes a cell's pipes once it has
+ * read what they held at the cell's DONE. A child the cell left running
+ * keeps the old pipes and gets EPIPE (or SIGPIPE) from then on; our own
+ * threads write into the new ones.
+ */
+#include "worker/pipes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto/proto.h"
+
+static int pipes_on;
+
+void
+pipes_init(void)
+{
+	int v;
+	socklen_t n = sizeof v;
+
+	pipes_on = getsockopt(WORKER_OUT_FD, SOL_SOCKET, SO_TYPE, &v, &n) ==
+	    0 && v == SOCK_SEQPACKET;
+	n = sizeof v;
+	pipes_on = pipes_on && getsockopt(WORKER_OUT_FD, SOL_SOCKET,
+	    SO_DOMAIN, &v, &n) == 0 && v == AF_UNIX;
+	if (pipes_on)
+		(void)fcntl(WORKER_OUT_FD, F_SETFD, FD_CLOEXEC);
+}
+
+/* The descriptors of every SCM_RIGHTS message in mh (at most max kept);
+ * their count. */
+static int
+take_fds(struct msghdr *mh, int *fds, int max)
+{
+	struct cmsghdr *c;
+	int n = 0, k, i;
+
+	for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (i = 0; i < k; i++, n++)
+			if (n < max)
+				memcpy(&fds[n], CMSG_DATA(c) + i * sizeof(int),
+				    sizeof(int));
+	}
+	return n;
+}
+
+/*
+ * got[0..1] onto 1 and 2. A received descriptor may have landed on a low
+ * number a cell closed (0-6): each is moved above the layout first, so
+ * no dup2 overwrites the other.
+ */
+static void
+install(int *got)
+{
+	int i, fd;
+
+	for (i = 0; i < OUTPIPES_NFDS; i++) {
+		if (got[i] > WORKER_OUT_FD)
+			continue;
+		fd = fcntl(got[i], F_DUPFD_CLOEXEC, WORKER_OUT_FD + 1);
+		(void)close(got[i]);
+		got[i] = fd;
+	}
+	for (i = 0; i < OUTPIPES_NFDS; i++)
+		if (got[i] >= 0)
+			(void)dup2(got[i], i + 1);
+}
+
+void
+pipes_next(void)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * (OUTPIPES_NFDS + 1))];
+		struct cmsghdr align;
+	} cb;
+	int got[OUTPIPES_NFDS + 1], n, i;
+	struct outpipes_msg om;
+	char data[sizeof om + 1];
+	struct iovec iov = { data, sizeof data };
+	struct msghdr mh;
+	ssize_t len;
+
+	if (!pipes_on)
+		return;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cb.b;
+	mh.msg_controllen = sizeof cb.b;
+	do
+		len = recvmsg(WORKER_OUT_FD, &mh, MSG_DONTWAIT |
+		    MSG_CMSG_CLOEXEC);
+	while (len < 0 && errno == EINTR);
+	if (len < 0)
+		return;
+	n = take_fds(&mh, got, OUTPIPES_NFDS + 1);
+	memset(&om, 0, sizeof om);
+	memcpy(&om, data, (size_t)len < sizeof om ? (size_t)len : sizeof om);
+	if ((size_t)len == sizeof om && n == OUTPIPES_NFDS &&
+	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 &&
+	    om.magic == OUTPIPES_MAGIC)
+		install(got);
+	for (i = 0; i < n && i < OUTPIPES_NFDS + 1; i++)
+		if (got[i] >= 0)
+			(void)close(got[i]);
+}
