@@ -421,7 +421,7 @@ def test_the_control_socket_refuses_the_rebuilt_namespace(tmp_path):
     # the control socket refuses a client in the workers' PID namespace:
     # after a rebuild that is the new init's, not the dead one's
     from model_server import ModelServer
-    from test_ctl import WORKER_PROBE, Run, code, first, on
+    from ctl_util import WORKER_PROBE, Run, code, first, on
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
     sock = str(rt / "rebuilt.sock")
