@@ -246,7 +246,7 @@ def test_a_killed_namespace_init_between_cells_is_rebuilt(tmp_path):
     # the worker is idle (its cell ended, the next not sent: the model
     # holds its answer) when the init dies; the next cell runs anyway
     from model_server import ModelServer
-    from test_agent import submit
+    from agent_util import submit
     cell1 = "x = 41\nopen('done1', 'w').close()\ncall_me(input='NEXT')"
     cell2 = STATE + "quit()"
     script = submit(cell1) + [
@@ -285,7 +285,7 @@ def agent(srv, ws, args=()):
 
 def test_the_repair_request_says_the_namespace_init_died(tmp_path):
     from model_server import ModelServer
-    from test_agent import recovery_record, submit
+    from agent_util import recovery_record, submit
     cell1 = "x = 41\n" + blocked("one")
     repair = "print('REPAIR', 'x' in dir())\nquit()"
     script = submit(cell1) + submit(repair)
@@ -421,7 +421,7 @@ def test_the_control_socket_refuses_the_rebuilt_namespace(tmp_path):
     # the control socket refuses a client in the workers' PID namespace:
     # after a rebuild that is the new init's, not the dead one's
     from model_server import ModelServer
-    from test_ctl import WORKER_PROBE, Run, code, first, on
+    from ctl_util import WORKER_PROBE, Run, code, first, on
     rt = tmp_path / "rt"
     rt.mkdir(mode=0o700)
     sock = str(rt / "rebuilt.sock")

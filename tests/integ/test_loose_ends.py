@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentz_util import AGENTZ  # noqa: E402
 from model_server import ModelServer  # noqa: E402
-from test_agent import (SLOW, code, first_content, is_recovery,  # noqa: E402
+from agent_util import (SLOW, code, first_content, is_recovery,  # noqa: E402
                         run_agent, show, status_lines, submit,
                         tool_outputs)
 

@@ -1,148 +1,32 @@
-"""Tests of the scripted Responses API test server (model_server.py).
+"""Tests of the scripted Responses API test server (model_server.py): normal
+responses (text, reasoning, tool calls, incomplete, non-streamed) and
+failures (HTTP errors, stream errors, dropped streams, invalid JSON events).
 
 Run: /usr/bin/python3 -m pytest -q tests/integ/test_model_server.py
 
 Every test talks HTTP to an in-process ModelServer on 127.0.0.1, through a
 raw socket (to see chunk boundaries and an unterminated chunked body) or
-http.client / urllib.  No sleeps are used for synchronisation.
+http.client / urllib.  No sleeps are used for synchronisation.  Helpers in
+raw_http.py.
 """
-
 import http.client
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from model_server import ModelServer, ScriptError  # noqa: E402
+from model_server import ModelServer  # noqa: E402
+from raw_http import (  # noqa: E402
+    check_seq, raw_request, req, sse_events, types)
 
-SERVER_PY = os.path.join(HERE, "model_server.py")
-from agentz_util import FIXTURES as _FIXTURES  # noqa: E402
-
-FIXTURES = Path(_FIXTURES)
 
 TEXT_EVENTS = ["response.output_item.added", "response.content_part.added"]
 TEXT_END = ["response.output_text.done", "response.content_part.done",
             "response.output_item.done"]
-
-
-# ---------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------
-
-class Reply:
-    def __init__(self, status, headers, body, chunks, complete):
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.chunks = chunks          # sizes of the HTTP chunks received
-        self.complete = complete      # terminating zero chunk seen
-
-    def json(self):
-        return json.loads(self.body)
-
-    def events(self):
-        return sse_events(self.body)
-
-
-def decode_chunked(data):
-    """(body, chunk sizes, complete) of a possibly cut chunked body."""
-    body, sizes, pos = bytearray(), [], 0
-    while True:
-        eol = data.find(b"\r\n", pos)
-        if eol < 0:
-            return bytes(body), sizes, False
-        n = int(data[pos:eol].split(b";")[0], 16)
-        if n == 0:
-            return bytes(body), sizes, data[eol + 2:eol + 4] == b"\r\n"
-        start = eol + 2
-        piece = data[start:start + n]
-        body += piece
-        if len(piece) < n or data[start + n:start + n + 2] != b"\r\n":
-            return bytes(body), sizes, False
-        sizes.append(n)
-        pos = start + n + 2
-
-
-def raw_request(port, body=None, path="/v1/responses", method="POST",
-                headers=None, raw_body=None):
-    """One request on a fresh connection (Connection: close); read to EOF."""
-    if raw_body is None:
-        raw_body = b"" if body is None else json.dumps(body).encode()
-    h = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
-         "Content-Length": str(len(raw_body)), "Connection": "close"}
-    h.update(headers or {})
-    head = f"{method} {path} HTTP/1.1\r\n" + "".join(
-        f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(head.encode() + raw_body)
-        data = bytearray()
-        while True:
-            try:
-                b = s.recv(1 << 16)
-            except ConnectionResetError:
-                break
-            if not b:
-                break
-            data += b
-    data = bytes(data)
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    hdrs = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        hdrs[k.strip().lower()] = v.strip()
-    if hdrs.get("transfer-encoding") == "chunked":
-        body, sizes, complete = decode_chunked(rest)
-    else:
-        n = int(hdrs.get("content-length", len(rest)))
-        body, sizes, complete = rest[:n], [], len(rest) >= n
-    return Reply(status, hdrs, body, sizes, complete)
-
-
-def sse_events(body):
-    """Parse SSE; return event dicts, checking `event:` equals data.type."""
-    out = []
-    for block in body.decode("utf-8").split("\n\n"):
-        name, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
-        if not data:
-            continue
-        d = json.loads("\n".join(data))
-        if name is not None:
-            assert name == d["type"]
-        out.append(d)
-    return out
-
-
-def types(evs):
-    return [e["type"] for e in evs]
-
-
-def check_seq(evs):
-    assert [e["sequence_number"] for e in evs] == list(range(len(evs)))
-
-
-def req(input="hi", stream=True, **kw):
-    d = {"model": "gpt-test", "input": input, "stream": stream}
-    d.update(kw)
-    return d
 
 
 @pytest.fixture
@@ -158,7 +42,6 @@ def server():
         s.stop()
 
 
-# ---------------------------------------------------------------------------
 # Normal responses
 # ---------------------------------------------------------------------------
 
@@ -527,271 +410,3 @@ def test_invalid_json_event(server):
 
 
 # ---------------------------------------------------------------------------
-# Timing, replay, big, framing
-# ---------------------------------------------------------------------------
-
-def test_slow_stream_and_pause(server):
-    # 10 events: 9 gaps of 0.02 s + one pause of 0.15 s after event 2.
-    srv = server([{"text": "abcdefgh", "delta_size": 4, "delay": 0.02,
-                   "pause_after": 2, "pause": 0.15}])
-    t0 = time.monotonic()
-    r = raw_request(srv.port, req())
-    elapsed = time.monotonic() - t0
-    assert len(r.events()) == 10 and r.complete
-    assert elapsed >= 0.9 * (9 * 0.02 + 0.15)
-
-
-def test_initial_delay(server):
-    srv = server([{"kind": "http_error", "status": 500, "initial_delay": 0.1}])
-    t0 = time.monotonic()
-    assert raw_request(srv.port, req()).status == 500
-    assert time.monotonic() - t0 >= 0.09
-
-
-def test_replay_verbatim_with_chunk_size(server, tmp_path):
-    evs = [{"type": "response.created", "sequence_number": 0,
-            "response": {"id": "resp_fixed", "status": "in_progress", "output": []}},
-           {"type": "response.completed", "sequence_number": 1,
-            "response": {"id": "resp_fixed", "status": "completed", "output": [],
-                         "usage": {"input_tokens": 1}}}]
-    sse = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in evs)
-    sse = ": comment\n\n" + sse.replace("in_progress", "in_progress ünïcode")
-    (tmp_path / "rec.sse").write_bytes(sse.encode())
-    (tmp_path / "rec.jsonl").write_text("\n".join(json.dumps(e) for e in evs))
-    srv = server([{"kind": "replay", "file": "rec.sse", "chunk_size": 7},
-                  {"kind": "replay", "file": "rec.sse"},
-                  {"kind": "replay", "file": str(tmp_path / "rec.jsonl")},
-                  {"kind": "replay", "file": "rec.sse"}], base_dir=str(tmp_path))
-    r = raw_request(srv.port, req())
-    assert r.body == sse.encode() and r.complete
-    assert all(n == 7 for n in r.chunks[:-1]) and 0 < r.chunks[-1] <= 7
-    r = raw_request(srv.port, req())
-    assert r.body == sse.encode() and len(r.chunks) == 3       # one chunk per event
-    r = raw_request(srv.port, req())
-    assert r.body.decode() == "".join(
-        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in evs)
-    assert srv.responses["resp_fixed"]["status"] == "completed"
-    d = raw_request(srv.port, req(stream=False)).json()
-    assert d["id"] == "resp_fixed" and d["usage"] == {"input_tokens": 1}
-    assert srv.requests[0]["response_id"] == "resp_fixed"
-
-
-def test_replay_shared_fixtures(server):
-    files = ["text_stream.sse", "reasoning_summary_stream.sse",
-             "openrouter_reasoning_text_stream.sse", "local_shell_call_stream.jsonl"]
-    assert FIXTURES.is_dir(), \
-        f"recorded fixtures missing at {FIXTURES} (the tests need ../shared)"
-    srv = server([{"kind": "replay", "file": f} for f in files], base_dir=str(FIXTURES))
-    for f in files[:3]:
-        r = raw_request(srv.port, req())
-        assert r.complete and r.body == (FIXTURES / f).read_bytes()
-    evs = raw_request(srv.port, req()).events()
-    assert types(evs)[-1] == "response.completed" and len(evs) == 7
-
-
-def test_big_stream(server):
-    srv = server([{"kind": "big", "mb": 2, "delta_size": 32, "next_cell": "print('big')"}])
-    t0 = time.monotonic()
-    r = raw_request(srv.port, req())
-    assert time.monotonic() - t0 < 2.0
-    assert r.complete and len(r.body) >= 2 * (1 << 20)
-    assert max(r.chunks) >= 1 << 19                           # written in big chunks
-    evs = r.events()
-    check_seq(evs)
-    deltas = [e for e in evs if e["type"] == "response.output_text.delta"]
-    delta_bytes = sum(len(f"event: {e['type']}\ndata: ") for e in deltas) + \
-        sum(len(json.dumps(e, separators=(",", ":"))) + 2 for e in deltas)
-    assert delta_bytes >= 2 * (1 << 20)
-    assert {len(d["delta"]) for d in deltas} == {32}
-    text = "".join(d["delta"] for d in deltas)
-    done = [e for e in evs if e["type"] == "response.output_text.done"][0]
-    assert done["text"] == text
-    final = evs[-1]["response"]
-    assert final["output"][0]["content"][0]["text"] == text
-    assert json.loads(final["output"][1]["arguments"])["code"] == "print('big')"
-    assert final["usage"]["output_tokens"] >= len(text) // 4
-
-
-def test_openrouter_style_framing(server):
-    srv = server([{"text": "hi", "framing": {
-        "event_lines": False, "done_marker": True, "crlf": True,
-        "preamble": ": OPENROUTER PROCESSING\r\n\r\n"}}])
-    r = raw_request(srv.port, req())
-    text = r.body.decode()
-    assert text.startswith(": OPENROUTER PROCESSING\r\n\r\ndata: {")
-    assert "event:" not in text and text.endswith("data: [DONE]\r\n\r\n")
-    datas = [b[6:] for b in text.split("\r\n\r\n") if b.startswith("data: {")]
-    assert json.loads(datas[-1])["type"] == "response.completed"
-
-
-# ---------------------------------------------------------------------------
-# Script mechanics, routes, CLI
-# ---------------------------------------------------------------------------
-
-def test_match_routing_parallel(server):
-    n = 8
-    script = [{"match": f"worker-{k}:", "text": f"answer {k}"} for k in reversed(range(n))]
-    script.append({"text": "fallback"})
-    srv = server(script)
-    results = {}
-
-    def run(k):
-        evs = raw_request(srv.port, req(input=[{"role": "user", "content":
-                                                f"I am worker-{k}: go"}])).events()
-        results[k] = evs[-1]["response"]["output"][0]["content"][0]["text"]
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert results == {k: f"answer {k}" for k in range(n)}
-    assert srv.unused_turns() == [n]
-    evs = raw_request(srv.port, req(input="no marker")).events()
-    assert evs[-1]["response"]["output"][0]["content"][0]["text"] == "fallback"
-    assert sorted(r["turn"] for r in srv.requests) == list(range(n + 1))
-
-
-def test_match_list_regex_and_newlines(server):
-    srv = server([{"match": ["alpha", "line1\nline2"], "text": "both"},
-                  {"match_re": r"cell \d+ failed", "text": "regex"}])
-    r = raw_request(srv.port, req(input="cell 12 failed"))
-    assert r.events()[-1]["response"]["output"][0]["content"][0]["text"] == "regex"
-    r = raw_request(srv.port, req(input="alpha then line1\nline2"))
-    assert r.events()[-1]["response"]["output"][0]["content"][0]["text"] == "both"
-
-
-def test_script_exhausted(server):
-    srv = server([{"text": "only one"}])
-    assert raw_request(srv.port, req()).status == 200
-    r = raw_request(srv.port, req())
-    assert r.status == 500 and "script exhausted" in r.json()["error"]["message"]
-    assert r.json()["error"]["code"] == "script_exhausted"
-    assert r.headers["x-should-retry"] == "false"
-    assert srv.requests[1]["turn"] is None and srv.requests[1]["status"] == 500
-
-
-def test_repeat_callable_defaults_and_add_turns(server):
-    seen = []
-
-    def dynamic(rec):
-        seen.append(rec["body"]["input"])
-        return {"text": "echo " + rec["body"]["input"]}
-
-    srv = server({"defaults": {"delta_size": 2, "status": 503},
-                  "turns": [{"text": "twice", "repeat": 2},
-                            dynamic,
-                            {"kind": "http_error"}]})
-    for _ in range(2):
-        evs = raw_request(srv.port, req()).events()
-        assert sum(e["type"] == "response.output_text.delta" for e in evs) == 3
-    evs = raw_request(srv.port, req(input="ping")).events()
-    assert evs[-1]["response"]["output"][0]["content"][0]["text"] == "echo ping"
-    assert seen == ["ping"]
-    assert raw_request(srv.port, req()).status == 503   # status from defaults
-    srv.add_turns([{"text": "later", "repeat": "forever"}])
-    assert srv.unused_turns() == [3]
-    for _ in range(3):
-        assert raw_request(srv.port, req()).status == 200
-    assert srv.unused_turns() == []
-    assert srv.wait_for_requests(7, timeout=1)
-
-
-def test_script_validation():
-    bad = [[{"kind": "nope"}], [{"text": "x", "colour": 1}],
-           [{"kind": "http_error"}], [{"kind": "replay", "file": "/no/such/file"}],
-           [{"output": [], "text": "x"}], [{"calls": [{"arguments": "{}"}]}],
-           [{"kind": "big"}], [{"text": "x", "repeat": 0}], [{"text": 5}],
-           [{"kind": "http_error", "status": 42}], [{"text": "x", "status": 500}],
-           {"turns": [], "extra": 1}]
-    for script in bad:
-        with pytest.raises(ScriptError):
-            ModelServer(script)
-
-
-def test_routes_and_bad_bodies(server):
-    srv = server([{"text": "openrouter base"}, {"text": "second"}],
-                 check_previous=True)
-    r = raw_request(srv.port, None, method="GET")
-    assert r.status == 404
-    assert r.json()["error"] == {"message": "Invalid URL (GET /v1/responses)",
-                                 "type": "invalid_request_error", "param": None,
-                                 "code": None}
-    assert raw_request(srv.port, req(), path="/v1/chat/completions").status == 404
-    r = raw_request(srv.port, raw_body=b"{not json")
-    assert r.status == 400 and r.json()["error"]["type"] == "invalid_request_error"
-    assert srv.requests[-1]["body"] is None and srv.requests[-1]["body_text"] == "{not json"
-    r = raw_request(srv.port, req(previous_response_id="resp_unknown"))
-    assert r.status == 400
-    assert r.json()["error"]["code"] == "previous_response_not_found"
-    r = raw_request(srv.port, req(), path="/api/v1/responses?x=1")
-    assert r.status == 200
-    first = r.events()[-1]["response"]["id"]
-    assert raw_request(srv.port, req(previous_response_id=first)).status == 200
-    assert srv.unused_turns() == []
-    assert [x["turn"] for x in srv.requests] == [None, None, None, None, 0, 1]
-    assert srv.base_url == f"http://127.0.0.1:{srv.port}/v1"
-
-
-def test_urllib_client_and_record_file(server, tmp_path):
-    rec = tmp_path / "rec.jsonl"
-    srv = server([{"text": "via urllib"}, {"kind": "http_error", "status": 401}],
-                 record=str(rec))
-    data = json.dumps(req()).encode()
-    q = urllib.request.Request(srv.base_url + "/responses", data=data,
-                               headers={"Authorization": "Bearer k1",
-                                        "Content-Type": "application/json"})
-    with urllib.request.urlopen(q, timeout=5) as resp:
-        assert "via urllib" in resp.read().decode()
-    q = urllib.request.Request(srv.base_url + "/responses", data=data)
-    with pytest.raises(urllib.error.HTTPError) as ei:
-        urllib.request.urlopen(q, timeout=5)
-    assert ei.value.code == 401
-    lines = [json.loads(x) for x in rec.read_text().splitlines()]
-    assert [x["status"] for x in lines] == [200, 401]
-    assert lines[0]["authorization"] == "Bearer k1" and lines[1]["authorization"] is None
-    assert lines[0]["body"] == req()
-
-
-def test_stop_aborts_stalled_stream(server):
-    srv = server([{"kind": "drop", "text": "x", "stall": 30}])
-    out = {}
-    t = threading.Thread(target=lambda: out.setdefault("r", raw_request(srv.port, req())))
-    t.start()
-    assert srv.wait_for_requests(1, timeout=5)
-    t0 = time.monotonic()
-    srv.stop()
-    t.join(5)
-    assert not t.is_alive() and time.monotonic() - t0 < 3
-    assert not out["r"].complete
-
-
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_cli(tmp_path, sig):
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps([{"next_cell": {"code": "print(1)", "summary": "one"}}]))
-    port_file, rec = tmp_path / "port", tmp_path / "rec.jsonl"
-    p = subprocess.Popen(["/usr/bin/python3", SERVER_PY, "--script", str(script),
-                          "--port-file", str(port_file), "--record", str(rec)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("PORT ")
-        port = int(line.split()[1])
-        assert int(port_file.read_text()) == port
-        r = raw_request(port, req(), headers={"Authorization": "Bearer cli"})
-        call = r.events()[-1]["response"]["output"][0]
-        assert call["name"] == "set_next_cell_code"
-        assert raw_request(port, req()).status == 500
-        p.send_signal(sig)
-        assert p.wait(timeout=5) == 0
-        lines = [json.loads(x) for x in rec.read_text().splitlines()]
-        assert [x["status"] for x in lines] == [200, 500]
-        assert lines[0]["authorization"] == "Bearer cli"
-        assert "turn=0" in p.stderr.read()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        p.stdout.close()
-        p.stderr.close()

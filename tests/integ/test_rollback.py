@@ -245,7 +245,7 @@ def test_a_large_namespace_rolls_back_within_the_memory_ceiling():
 # --- an agent run: the model's repair sees the namespace rolled back ---------
 
 def test_agent_repair_after_a_kill_sees_the_namespace_before_the_cell(tmp_path):
-    from test_agent import recovery_record, run_agent, show, submit
+    from agent_util import recovery_record, run_agent, show, submit
     cell1 = "x = 41\ncall_me(input='NEXT')"
     killed = ("x = 0\nimport signal\n"
               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"

@@ -30,7 +30,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentz_util import AGENTZ, WORKER  # noqa: E402
 from model_server import ModelServer  # noqa: E402
-from test_ctl import SLOW, Run, code, first  # noqa: E402
+from ctl_util import SLOW, Run, code, first  # noqa: E402
 
 EXIT = {"stop": 6, "stop_now": 6, "sigterm": 143, "sigint": 130,
         "deadline": 4, "fatal": 3}
