@@ -55,23 +55,28 @@ become_uid(const struct jail_child *c)
 }
 
 int
-child_worker(const struct jail_child *c)
+child_worker(const struct jail_child *c, const char **what)
 {
 	const char *dirs[] = { c->workspace, "/tmp", "/dev/shm", NULL };
 	const char *files[] = { "/dev/null", "/dev/zero", "/dev/full", NULL };
 
+	*what = "chdir into the workspace";
 	if (chdir(c->workspace) < 0)
 		return -1;
 	/* before Landlock, which would refuse the write */
 	(void)procfs_put("/proc/self/oom_score_adj", "1000");
+	*what = "take the worker's uid";
 	if (!c->userns && become_uid(c) < 0)
 		return -1;
+	*what = "drop capabilities";
 	if (contain_child_drop_caps() < 0)
 		return -1;
+	*what = "Landlock";
 	if (c->landlock > 0)
 		return landlock_restrict(c->rw_dirs != NULL ? c->rw_dirs :
 		    dirs, c->rw_files != NULL ? c->rw_files : files,
 		    c->landlock);
+	*what = "NO_NEW_PRIVS";
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 

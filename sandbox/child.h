@@ -34,8 +34,8 @@ int child_enter(const struct jail_child *c);
 /*
  * The workspace as cwd, oom_score_adj 1000, the worker's uid and gid (as
  * root), no capabilities, the Landlock domain or else NO_NEW_PRIVS.
- * 0, or -1 with errno.
+ * 0, or -1 with errno and *what naming the step that failed.
  */
-int child_worker(const struct jail_child *c);
+int child_worker(const struct jail_child *c, const char **what);
 
 #endif

@@ -632,7 +632,7 @@ jail_child_enter(const struct jail *j)
 }
 
 int
-jail_child_worker(const struct jail *j)
+jail_child_worker(const struct jail *j, const char **what)
 {
-	return child_worker(&j->child);
+	return child_worker(&j->child, what);
 }

@@ -121,9 +121,10 @@ int jail_child_enter(const struct jail *j);
 /*
  * In the jail's child that becomes a worker (async-signal-safe): the
  * workspace as cwd, the worker's uid and gid (as root), no capabilities,
- * NO_NEW_PRIVS, the Landlock domain. 0, or -1 with errno.
+ * NO_NEW_PRIVS, the Landlock domain. 0, or -1 with errno and *what naming
+ * the step that failed.
  */
-int jail_child_worker(const struct jail *j);
+int jail_child_worker(const struct jail *j, const char **what);
 
 /* How many processes one kill may spare. */
 #define JAIL_MAX_SPARE 4

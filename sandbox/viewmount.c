@@ -226,22 +226,36 @@ enter_view(void)
 	return chdir("/");
 }
 
+/*
+ * Every mode is the plan's, whatever the supervisor's umask: under the
+ * unit's UMask=0077 a mkdir(0755) made the workspace's parents 0700 and
+ * root's, and the worker (at a uid of its own) could not reach its
+ * workspace (its Landlock rules could not open it: EACCES; the worker
+ * "exited with code 127").
+ */
 int
 view_build(const struct plan *p, int *step)
 {
-	int i;
+	mode_t old;
+	int i, r = -1;
 
 	*step = VIEW_MAP_IDS;
 	if (p->userns && map_self(p) < 0)
 		return -1;
+	old = umask(0);
 	*step = VIEW_STAGE;
 	if (stage() < 0)
-		return -1;
+		goto out;
 	for (i = 0; i < p->n; i++) {
 		*step = i;
 		if (run_op(p, &p->op[i]) < 0)
-			return -1;
+			goto out;
 	}
+	r = 0;
+out:
+	(void)umask(old);
+	if (r < 0)
+		return -1;
 	*step = VIEW_ENTER;
 	if (enter_view() < 0)
 		return -1;

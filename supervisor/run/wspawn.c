@@ -94,6 +94,34 @@ struct spawn_args {
 #define EXE_FD (WORKER_OUT_FD + 1)
 #define STATUS_FD (WORKER_OUT_FD + 2)
 #define CHILD_NFDS 8
+/* The supervisor's stderr, for the line saying which step failed. */
+#define DIAG_FD (WORKER_OUT_FD + 3)
+
+/* In the child: the supervisor's stderr (CLOEXEC), or -1. */
+static int diag_fd = -1;
+
+/*
+ * Child side: says on the supervisor's stderr which step of starting the
+ * worker failed and with which errno (the exit status, WEXIT_EXEC, says
+ * only that one did), then exits. Async-signal-safe.
+ */
+static _Noreturn void
+child_fail(const char *what)
+{
+	const char *name = strerrorname_np(errno);
+	const char *parts[] = { "agentz: cannot start the worker: ", what,
+	    ": ", name != NULL ? name : "errno?" };
+	char line[256];
+	size_t n = 0, k, i;
+
+	for (i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		for (k = 0; parts[i][k] != '\0' && n < sizeof line - 1; k++)
+			line[n++] = parts[i][k];
+	line[n++] = '\n';
+	if (diag_fd >= 0)
+		(void)!write(diag_fd, line, n);
+	_exit(WEXIT_EXEC);
+}
 
 static void
 build_argv(const struct worker *w, struct spawn_args *a)
@@ -163,7 +191,12 @@ child_fds(const int *fds, int status, int exe)
 		    fcntl(dst[i], F_SETFD, FD_CLOEXEC) < 0))
 			return -1;
 	}
-	return (int)syscall(SYS_close_range, STATUS_FD + 1, ~0u, 0u);
+	if (diag_fd >= 0) {
+		if (dup3(diag_fd, DIAG_FD, O_CLOEXEC) < 0)
+			return -1;
+		diag_fd = DIAG_FD;
+	}
+	return (int)syscall(SYS_close_range, DIAG_FD + 1, ~0u, 0u);
 }
 
 static void
@@ -188,17 +221,18 @@ exec_worker(const struct spawn_args *a)
 static _Noreturn void
 ns_init(const struct spawn_args *a, int status_fd)
 {
+	const char *what = "";
 	pid_t w, r;
 	int st;
 
 	w = fork();
 	if (w < 0)
-		_exit(WEXIT_EXEC);
+		child_fail("fork the worker");
 	if (w == 0) {
-		if (a->jail != NULL && jail_child_worker(a->jail) < 0)
-			_exit(WEXIT_EXEC);
+		if (a->jail != NULL && jail_child_worker(a->jail, &what) < 0)
+			child_fail(what);
 		exec_worker(a);
-		_exit(WEXIT_EXEC);
+		child_fail("exec agentz-worker");
 	}
 	(void)syscall(SYS_close_range, 0u, (unsigned)WORKER_OUT_FD, 0u);
 	for (;;) {
@@ -224,29 +258,32 @@ child(const struct spawn_args *a)
 	int i, status_fd = -1, in_ns = getpid() == 1 || a->jail != NULL;
 
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	diag_fd = fcntl(2, F_DUPFD_CLOEXEC, 10);
 	if (read(a->fds[4], &go, 1) != 1)
-		_exit(WEXIT_EXEC);
+		_exit(WEXIT_EXEC);	/* the parent is gone: nothing to say */
 	(void)setsid();
 	/* into the run's namespaces while we still may; the worker we fork
 	 * is born there and takes its own identity */
 	if (a->jail != NULL && jail_child_enter(a->jail) < 0)
-		_exit(WEXIT_EXEC);
+		child_fail("join the run's namespaces");
 	if (a->cwd != NULL && chdir(a->cwd) < 0)
-		_exit(WEXIT_EXEC);
+		child_fail("chdir into the workspace");
 	if (in_ns && (status_fd = fcntl(a->fds[5], F_DUPFD_CLOEXEC,
-	    STATUS_FD + 1)) < 0)
-		_exit(WEXIT_EXEC);
-	if (child_fds(a->fds, status_fd, a->exe) < 0 ||
-	    contain_child_rlimits(&a->lim) < 0 ||
-	    (a->jail == NULL && contain_child_drop_caps() < 0))
-		_exit(WEXIT_EXEC);
+	    DIAG_FD + 1)) < 0)
+		child_fail("descriptors");
+	if (child_fds(a->fds, status_fd, a->exe) < 0)
+		child_fail("descriptors");
+	if (contain_child_rlimits(&a->lim) < 0)
+		child_fail("rlimits");
+	if (a->jail == NULL && contain_child_drop_caps() < 0)
+		child_fail("drop capabilities");
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
 	if (in_ns)
 		ns_init(a, STATUS_FD);
 	exec_worker(a);
-	_exit(WEXIT_EXEC);
+	child_fail("exec agentz-worker");
 }
 
 void
