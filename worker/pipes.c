@@ -7,18 +7,73 @@
  * read what they held at the cell's DONE. A child the cell left running
  * keeps the old pipes and gets EPIPE (or SIGPIPE) from then on; our own
  * threads write into the new ones.
+ *
+ * A cell may leave the descriptor table full (it opened files until
+ * EMFILE): the pipes could then not be received, and the old ones are
+ * closed by the supervisor. So the worker keeps three descriptors in
+ * reserve (dups of one memfd of its own: fstat tells them from anything
+ * a cell may have put at their numbers) and frees them just before it
+ * takes the pipes: two for the pipes, one to move them.
  */
 #include "worker/pipes.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "proto/proto.h"
 
+#define NRESERVE (OUTPIPES_NFDS + 1)
+
 static int pipes_on;
+static int reserve[NRESERVE] = { -1, -1, -1 };
+static ino_t reserve_ino;
+
+/* Fills the reserve again: one memfd (a new one when none is left),
+ * its dups in the other places; what cannot be had now is tried at the
+ * next cell. */
+static void
+reserve_fill(void)
+{
+	struct stat st;
+	int i, src = -1;
+
+	for (i = 0; i < NRESERVE && src < 0; i++)
+		src = reserve[i];
+	if (src < 0) {
+		if ((src = memfd_create("agentz-reserve", MFD_CLOEXEC)) < 0)
+			return;
+		if (fstat(src, &st) < 0) {
+			(void)close(src);
+			return;
+		}
+		reserve_ino = st.st_ino;
+		reserve[0] = src;
+	}
+	for (i = 0; i < NRESERVE; i++)
+		if (reserve[i] < 0)
+			reserve[i] = fcntl(src, F_DUPFD_CLOEXEC, 0);
+}
+
+/* Frees the reserve for the pipes; a number that no longer holds our
+ * memfd (a cell closed it and reused the number) is left alone. */
+static void
+reserve_free(void)
+{
+	struct stat st;
+	int i;
+
+	for (i = 0; i < NRESERVE; i++) {
+		if (reserve[i] >= 0 && fstat(reserve[i], &st) == 0 &&
+		    st.st_ino == reserve_ino)
+			(void)close(reserve[i]);
+		reserve[i] = -1;
+	}
+}
 
 void
 pipes_init(void)
@@ -31,8 +86,10 @@ pipes_init(void)
 	n = sizeof v;
 	pipes_on = pipes_on && getsockopt(WORKER_OUT_FD, SOL_SOCKET,
 	    SO_DOMAIN, &v, &n) == 0 && v == AF_UNIX;
-	if (pipes_on)
+	if (pipes_on) {
 		(void)fcntl(WORKER_OUT_FD, F_SETFD, FD_CLOEXEC);
+		reserve_fill();
+	}
 }
 
 /* The descriptors of every SCM_RIGHTS message in mh (at most max kept);
@@ -98,12 +155,15 @@ pipes_next(void)
 	mh.msg_iovlen = 1;
 	mh.msg_control = cb.b;
 	mh.msg_controllen = sizeof cb.b;
+	reserve_free();
 	do
 		len = recvmsg(WORKER_OUT_FD, &mh, MSG_DONTWAIT |
 		    MSG_CMSG_CLOEXEC);
 	while (len < 0 && errno == EINTR);
-	if (len < 0)
+	if (len < 0) {
+		reserve_fill();
 		return;
+	}
 	n = take_fds(&mh, got, OUTPIPES_NFDS + 1);
 	memset(&om, 0, sizeof om);
 	memcpy(&om, data, (size_t)len < sizeof om ? (size_t)len : sizeof om);
@@ -114,4 +174,5 @@ pipes_next(void)
 	for (i = 0; i < n && i < OUTPIPES_NFDS + 1; i++)
 		if (got[i] >= 0)
 			(void)close(got[i]);
+	reserve_fill();
 }

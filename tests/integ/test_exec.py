@@ -272,19 +272,23 @@ def test_host_request_after_cell_end_is_refused():
 def test_worker_environment_is_allow_listed_and_fds_are_clean():
     code = ("import os\nprint(sorted(os.environ))\n"
             "print(open('/proc/self/environ','rb').read().count(b'canary'))\n"
-            "print(sorted(int(f) for f in os.listdir('/proc/self/fd')))")
+            "print(sorted(int(f) for f in os.listdir('/proc/self/fd')))\n"
+            "print(sorted({os.readlink('/proc/self/fd/%d' % f) "
+            "for f in (7, 8, 9)}))")
     env = {"MY_API_KEY": "canary-1", "SOME_TOKEN": "canary-2",
            "OPENAI_API_KEY": "canary-3", "RANDOM_VAR": "canary-4",
            "AGENTZ_SECRETS": "RANDOM_VAR2", "RANDOM_VAR2": "canary-5"}
     recs, _ = exec_json(code, env=env)
-    names, canaries, fds = recs[0]["output"].splitlines()
+    names, canaries, fds, reserve = recs[0]["output"].splitlines()
     assert "PATH" in names
     for bad in ("MY_API_KEY", "SOME_TOKEN", "OPENAI_API_KEY", "RANDOM_VAR"):
         assert f"'{bad}'" not in names
     assert canaries == "0"
     # stdio, the channel (3), the stack-dump pipe (4), the spare socket
-    # (5), the output socket (6), and listdir's own fd
-    assert eval(fds)[:7] == [0, 1, 2, 3, 4, 5, 6] and len(eval(fds)) == 8
+    # (5), the output socket (6), the reserve for the next pipes (7-9: one
+    # empty memfd of the worker's), and listdir's own fd
+    assert eval(fds)[:10] == list(range(10)) and len(eval(fds)) == 11
+    assert eval(reserve) == ["/memfd:agentz-reserve (deleted)"]
 
 
 def test_pass_env_adds_a_variable_but_never_a_secret():

@@ -922,7 +922,7 @@ def test_worker_holds_only_its_fds_no_secret_and_no_privilege():
     assert a["status"] == "ok", brief(a)
     st = json.loads(a["output"])
     fds = dict(st["fds"])
-    assert sorted(fds) == [0, 1, 2, 3, 4, 5, 6], st["fds"]
+    assert sorted(fds) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], st["fds"]
     assert fds[0] == "/dev/null"
     assert fds[1].startswith("pipe:") and fds[2].startswith("pipe:")
     assert fds[3].startswith("socket:") and fds[4].startswith("pipe:")
@@ -930,6 +930,10 @@ def test_worker_holds_only_its_fds_no_secret_and_no_privilege():
     assert fds[5].startswith("socket:") and fds[5] != fds[3]
     # the output socket: the next cell's pipes wait there
     assert fds[6].startswith("socket:") and fds[6] not in (fds[3], fds[5])
+    # the reserve the next pipes are taken with when a cell filled the
+    # table: one empty memfd of the worker's, three times
+    assert {fds[7], fds[8], fds[9]} == {"/memfd:agentz-reserve (deleted)"}, \
+        st["fds"]
     assert st["caps"] == ["0000000000000000"] * 5, st
     assert st["nnp"] == "1" and st["seccomp"] == "2", st
     assert st["canary"] is False, st
