@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from agentz_util import AGENTZ, cells
-from test_hostile import brief
+from hostile_util import brief
 
 CELL_WAIT = 120     # a blocked cell's own safety net, never reached
 

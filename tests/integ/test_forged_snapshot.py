@@ -15,7 +15,7 @@ jail, which dies with the run, and exits on the channel's EOF or SHUTDOWN.
 """
 import pytest
 
-from test_hostile import brief
+from hostile_util import brief
 from test_rollback import run_as  # noqa: F401 (a fixture)
 
 ARGS = ["--snapshot", "always", "--cell-timeout", "1", "--grace", "0.5"]

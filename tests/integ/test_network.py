@@ -9,7 +9,7 @@ and out of sight, and an abstract name a cell binds collides with nothing
 of the host's. `--network host` opts out, loudly; every report says which
 network the worker has.
 
-Every case runs as root and as a plain user (test_isolation's Ctx: copies
+Every case runs as root and as a plain user (isolation_util's Ctx: copies
 of the binaries, a workspace owned by nobody) and asserts the attack
 fails, the supervisor lives (a normal exit) and the next cell works.
 
@@ -29,7 +29,7 @@ import pytest
 
 from model_server import ModelServer
 from test_deaths import infra, kill_init
-from test_isolation import (IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT, Gate,
+from isolation_util import (IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT, Gate,
                             assert_ok, brief, ctx, probe, who)  # noqa: F401
 
 # what a cell says of its network: its namespace, the interfaces of

@@ -14,7 +14,7 @@ Safety: every flood stops by itself (when its write fails, and after
 FLOOD_S seconds at most: `timeout -s KILL`, or a deadline in the forked
 copy), carries the test's marker (its argv, or its comm) and is SIGKILLed
 by the test afterwards if still there; every run is a session leader with
-a hard timeout (test_isolation's Ctx).
+a hard timeout (isolation_util's Ctx).
 """
 import json
 import os
@@ -25,7 +25,7 @@ import pytest
 
 from agentz_util import SAN, status_kb
 from model_server import ModelServer
-from test_isolation import IS_ROOT, RUN_TIMEOUT, Ctx, Who, brief
+from isolation_util import IS_ROOT, RUN_TIMEOUT, Ctx, Who, brief
 
 FLOOD_S = 20                     # the longest a flood can run
 SLEEP_S = 1.0                    # how long the later cell listens for it

@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from agentz_util import binaries_for_any_user
-from test_hostile import agentz_run, brief
+from hostile_util import agentz_run, brief
 
 SETPRIV = shutil.which("setpriv")
 

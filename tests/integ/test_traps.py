@@ -2,7 +2,7 @@
 
 Each case lets a hostile cell leave its trap in the workspace, as root and
 as a plain user (nobody, through setpriv-style uid switching of the test
-harness, as test_isolation.py does), and then checks what the operator
+harness, as the test_isolation tests do), and then checks what the operator
 does next: a set-id file left there, a `.env` read by the next agentz in
 that folder, a `.git` whose config the operator's `git status` runs.
 
@@ -26,7 +26,7 @@ import pytest
 
 from agentz_util import wait_file
 from model_server import ModelServer
-from test_isolation import (DENIED, IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT,
+from isolation_util import (DENIED, IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT,
                             Ctx, Who, assert_denied, assert_unreadable,
                             brief, data_tag, probe, secret_bytes)
 

@@ -4,7 +4,7 @@ filtered /etc), its own /dev, /proc, /tmp and /dev/shm, the workspace, and
 what --ro-bind / --bind add. Nothing else of the host: not the homes, /root,
 /run, /var, /srv, /opt, /mnt, /sys.
 
-Each case runs as root and as a plain user (test_isolation.py's Ctx: the
+Each case runs as root and as a plain user (isolation_util.py's Ctx: the
 real binary, copies any user can run, a session leader with a hard
 timeout), asserts the attack fails, the supervisor lives and the next cell
 works. Secrets are fakes the test plants in folders it makes (under
@@ -20,10 +20,10 @@ import uuid
 import pytest
 
 from agentz_util import cells
-from test_isolation import (IS_ROOT, OK_CELL, PRELUDE, UNREADABLE,
+from isolation_util import (IS_ROOT, OK_CELL, PRELUDE, UNREADABLE,
                             assert_ok, assert_same_worker, brief, data_tag,
                             probe, secret_bytes)
-from test_isolation import ctx, who  # noqa: F401 (fixtures)
+from isolation_util import ctx, who  # noqa: F401 (fixtures)
 
 ABSENT_TOP = ("home", "root", "run", "var", "srv", "opt", "mnt", "media",
               "boot", "sys")

@@ -1,0 +1,223 @@
+"""bench/run.py's "latency" rows, as methods mixed into its Bench: the agentz
+round trip, in-process exec, IPython run_cell, the Jupyter round trip, the C
+pipe ping-pong, spawn-to-ready, a bare embed's Py_InitializeEx and
+`/usr/bin/python3 -c pass` (the docstring of run.py says how each is taken).
+"""
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+import timeit
+
+from bench_common import (JUPYTER_WARMUP, REPO, Row, SYS_PY, WARMUP,
+                          first_line, fmt_us, pct, run_child)
+from bench_kernel import Kernel
+
+
+class LatencyRows:
+    """The b_* measurements of Bench's latency section."""
+
+    # ----------------------------------------------------- latency rows
+
+    def b_agentz_rt(self):
+        self.need_agentz()
+        n = self.args.cells
+        rc, recs, err, wall = self.agentz_exec(["x = 1"] * n, timeout=120)
+        if len(recs) != n:
+            raise RuntimeError(f"agentz exec rc={rc}: {len(recs)}/{n} "
+                               f"records; {first_line(err)}")
+        bad = [r for r in recs if r.get("status") != "ok"]
+        if bad:
+            raise RuntimeError(f"{len(bad)} cells not ok, first: "
+                               f"{bad[0].get('status')} "
+                               f"{bad[0].get('exception_type')}")
+        d = [float(r["duration_us"]) for r in recs[WARMUP:]]
+        med = statistics.median(d)
+        self.results["agentz"] = med
+        rows = [Row("agentz exec round trip", med, pct(d, 90), len(d),
+                    f"duration_us; {n} cells on stdin, first {WARMUP} "
+                    f"dropped")]
+        try:
+            fin = [float(r["finished_at"]) for r in recs[WARMUP:]]
+            cad = [(b - a) * 1e6 for a, b in zip(fin, fin[1:])]
+            if cad:
+                rows.append(Row("  agentz cell cadence", statistics.median(
+                    cad), pct(cad, 90), len(cad),
+                    f"finished_at deltas: + JSON out, stdin parse; "
+                    f"whole run {wall * 1000:.0f} ms"))
+        except (KeyError, TypeError, ValueError):
+            pass
+        return rows
+
+    def b_exec(self):
+        src = "x = 1"
+        ns = {}
+        number, repeat = 1000, 60
+        t = timeit.Timer("exec(compile(src, '<cell>', 'exec'), ns)",
+                         globals={"src": src, "ns": ns})
+        t.timeit(2000)  # warm-up
+        per = [x / number * 1e6 for x in t.repeat(repeat=repeat,
+                                                   number=number)]
+        med = statistics.median(per)
+        self.results["exec"] = med
+        return [Row("in-process exec(compile())", med, pct(per, 90), repeat,
+                    f"timeit: {repeat} batches x {number} calls, "
+                    f"per-call mean per batch")]
+
+    def b_ipython(self):
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+        cfg = Config()
+        cfg.HistoryManager.enabled = False   # no sqlite file, no writes
+        shell = InteractiveShell.instance(config=cfg)
+        shell.ast_node_interactivity = "none"
+        n = self.args.cells
+        pc = time.perf_counter_ns
+        d = []
+        for i in range(n + WARMUP):
+            t0 = pc()
+            r = shell.run_cell("x = 1", store_history=False, silent=False)
+            t1 = pc()
+            if i == 0 and not r.success:
+                raise RuntimeError(f"run_cell failed: {r.error_in_exec!r}")
+            if i >= WARMUP:
+                d.append((t1 - t0) / 1000.0)
+        med = statistics.median(d)
+        self.results["ipython"] = med
+        return [Row("IPython run_cell", med, pct(d, 90), len(d),
+                    "store_history=False, ast_node_interactivity=none, "
+                    "silent=False")]
+
+    def b_jupyter(self):
+        k = Kernel(self)
+        try:
+            t0 = time.perf_counter()
+            k.start()
+            start_s = time.perf_counter() - t0
+            n = self.args.jupyter_n
+            d = []
+            for i in range(n + JUPYTER_WARMUP):
+                t0 = time.perf_counter()
+                reply = k.execute_wait("x = 1", timeout=10)
+                t1 = time.perf_counter()
+                if reply["content"].get("status") != "ok":
+                    raise RuntimeError(f"execute_reply {reply['content']}")
+                if i >= JUPYTER_WARMUP:
+                    d.append((t1 - t0) * 1e6)
+        finally:
+            k.close()
+        med = statistics.median(d)
+        self.results["jupyter"] = med
+        self.results["jupyter_start"] = start_s * 1e6
+        return [Row("Jupyter kernel execute round trip", med, pct(d, 90),
+                    len(d), f"execute_reply + idle, store_history=False; "
+                            f"first {JUPYTER_WARMUP} dropped"),
+                Row("  Jupyter kernel start to ready", start_s * 1e6, None,
+                    1, "start_kernel + wait_for_ready (one sample)")]
+
+    def b_pingpong(self):
+        exe = self.compile_c("pingpong.c", os.path.join(self.bindir,
+                                                         "pingpong"),
+                             ["-I", REPO],
+                             [os.path.join(REPO, "common", "fdio.c")])
+
+        def one(mode, rounds):
+            rc, out, err, _ = run_child([exe, str(rounds), mode], timeout=60)
+            if rc != 0:
+                raise RuntimeError(f"pingpong {mode} rc={rc}: "
+                                   f"{first_line(err)}")
+            return json.loads(out.strip().splitlines()[-1])
+        r = one("none", 20000)
+        self.results["pingpong"] = r["median_us"]
+        rows = [Row("C pipe ping-pong, 64 B", r["median_us"], r["p90_us"],
+                    r["n"], f"two processes, two pipes, unpinned; min "
+                            f"{fmt_us(r['min_us'])}")]
+        try:
+            ncpu = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            ncpu = 1
+        for mode, note in (("same", "both pinned to one CPU"),
+                           ("cross", "pinned to two different CPUs")):
+            if mode == "cross" and ncpu < 2:
+                continue
+            r = one(mode, 10000)
+            rows.append(Row(f"  ping-pong, {mode} CPU", r["median_us"],
+                            r["p90_us"], r["n"], note))
+        return rows
+
+    def b_spawn(self):
+        self.need_agentz()
+        n = self.args.spawn_n
+        ready, walls = [], []
+        for _ in range(n):
+            rc, recs, err, wall = self.agentz_exec(["x = 1"], timeout=30)
+            if rc != 0 or not recs or recs[0].get("status") != "ok":
+                raise RuntimeError(f"agentz exec rc={rc}, "
+                                   f"{len(recs)} records; {first_line(err)}")
+            w = recs[0].get("worker") or {}
+            if w.get("spawn_ready_us") is None:
+                raise RuntimeError("record lacks worker.spawn_ready_us")
+            ready.append(float(w["spawn_ready_us"]))
+            walls.append(wall * 1e6)
+        med = statistics.median(ready)
+        self.results["spawn"] = med
+        cont = w.get("containment") or "none reported"
+        if isinstance(cont, list):
+            cont = ",".join(cont)
+        return [Row("agentz worker spawn-to-ready", med, pct(ready, 90), n,
+                    f"worker.spawn_ready_us (fork -> ready frame); "
+                    f"containment: {cont}"),
+                Row("  agentz exec, 1 cell, process wall",
+                    statistics.median(walls), pct(walls, 90), n,
+                    "whole `agentz exec` run as seen from here")]
+
+    def b_embed(self):
+        flags = subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "python3-embed"],
+            capture_output=True, text=True, timeout=30)
+        if flags.returncode != 0:
+            raise RuntimeError("pkg-config python3-embed: "
+                               + first_line(flags.stderr))
+        parts = flags.stdout.split()
+        cflags = [p for p in parts if not p.startswith(("-l", "-L"))]
+        libs = [p for p in parts if p.startswith(("-l", "-L"))]
+        exe = self.compile_c("embed_init.c", os.path.join(
+            self.bindir, "embed_init"), cflags, libs)
+        n = 15
+        init, total, version = [], [], ""
+        for _ in range(n + 1):
+            rc, out, err, _ = run_child([exe], timeout=30)
+            if rc != 0:
+                raise RuntimeError(f"embed_init rc={rc}: {first_line(err)}")
+            r = json.loads(out.strip().splitlines()[-1])
+            init.append(r["init_us"])
+            total.append(r["total_us"])
+            version = r.get("version", "")
+        init, total = init[1:], total[1:]  # first run: cold page cache
+        med = statistics.median(init)
+        self.results["embed"] = med
+        same = version.split()[0] == platform.python_version()
+        return [Row("Py_InitializeEx(0), bare embed", med, pct(init, 90), n,
+                    f"libpython {version.split()[0] if version else '?'}"
+                    f"{'' if same else ' (differs from /usr/bin/python3!)'};"
+                    f" +x=1+Py_FinalizeEx "
+                    f"{fmt_us(statistics.median(total))}")]
+
+    def b_python_c(self):
+        n = 15
+        walls = []
+        for i in range(n + 1):
+            rc, _, err, wall = run_child([SYS_PY, "-c", "pass"], timeout=30)
+            if rc != 0:
+                raise RuntimeError(f"python3 -c pass rc={rc}: "
+                                   f"{first_line(err)}")
+            if i:
+                walls.append(wall * 1e6)
+        med = statistics.median(walls)
+        self.results["python_c"] = med
+        return [Row("/usr/bin/python3 -c pass", med, pct(walls, 90), n,
+                    "process wall incl. fork/exec from Python")]
+
+    # ----------------------------------------------------- timeout rows
