@@ -14,4 +14,20 @@
  */
 int fd_write_all(int fd, const void *p, size_t n);
 
+/*
+ * Sends one datagram on the socket sock without waiting: msg (len bytes)
+ * and the descriptors fds[0..nfds) as SCM_RIGHTS (nfds <= FD_PASS_MAX).
+ * 0 when it went out whole, else -1 with errno.
+ */
+#define FD_PASS_MAX 8
+int fd_send_fds(int sock, const void *msg, size_t len, const int *fds,
+    int nfds);
+
+struct msghdr;
+/*
+ * The descriptors of every SCM_RIGHTS message in mh, received (the first
+ * max kept in fds); how many came. The caller closes them all.
+ */
+int fd_take_fds(struct msghdr *mh, int *fds, int max);
+
 #endif

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "proto/proto.h"
 
 #define NRESERVE (OUTPIPES_NFDS + 1)
@@ -92,26 +93,6 @@ pipes_init(void)
 	}
 }
 
-/* The descriptors of every SCM_RIGHTS message in mh (at most max kept);
- * their count. */
-static int
-take_fds(struct msghdr *mh, int *fds, int max)
-{
-	struct cmsghdr *c;
-	int n = 0, k, i;
-
-	for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (i = 0; i < k; i++, n++)
-			if (n < max)
-				memcpy(&fds[n], CMSG_DATA(c) + i * sizeof(int),
-				    sizeof(int));
-	}
-	return n;
-}
-
 /*
  * got[0..1] onto 1 and 2. A received descriptor may have landed on a low
  * number a cell closed (0-6): each is moved above the layout first, so
@@ -164,7 +145,7 @@ pipes_next(void)
 		reserve_fill();
 		return;
 	}
-	n = take_fds(&mh, got, OUTPIPES_NFDS + 1);
+	n = fd_take_fds(&mh, got, OUTPIPES_NFDS + 1);
 	memset(&om, 0, sizeof om);
 	memcpy(&om, data, (size_t)len < sizeof om ? (size_t)len : sizeof om);
 	if ((size_t)len == sizeof om && n == OUTPIPES_NFDS &&

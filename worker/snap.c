@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "proto/proto.h"
 #include "proto/wexit.h"
 #include "worker/chan.h"
@@ -212,25 +213,6 @@ quiet_fds(void)
 		(void)close(fd);
 }
 
-/* The descriptors of every SCM_RIGHTS message in mh; their count. */
-static int
-take_fds(struct msghdr *mh, int *fds, int max)
-{
-	struct cmsghdr *c;
-	int n = 0, k, i;
-
-	for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (i = 0; i < k; i++, n++)
-			if (n < max)
-				memcpy(&fds[n], CMSG_DATA(c) + i * sizeof(int),
-				    sizeof(int));
-	}
-	return n;
-}
-
 static _Noreturn void
 refuse(int *fds, int n, int max)
 {
@@ -265,7 +247,7 @@ await_promotion(struct promote_msg *pm, int fds[PROMOTE_NFDS])
 	while (len < 0 && errno == EINTR);
 	if (len < 0)
 		_exit(WEXIT_CHANNEL);
-	n = take_fds(&mh, got, PROMOTE_NFDS + 1);
+	n = fd_take_fds(&mh, got, PROMOTE_NFDS + 1);
 	if (len == 0 && n == 0)
 		_exit(WEXIT_OK);
 	memcpy(pm, data, sizeof *pm < (size_t)len ? sizeof *pm : (size_t)len);

@@ -18,7 +18,6 @@
 #include "supervisor/cells/journal.h"
 #include "supervisor/text/jsonf.h"
 #include "supervisor/text/jsonf_tree.h"
-#include "supervisor/text/utf8.h"
 
 /* --- a cell record from JSON ----------------------------------------------- */
 
@@ -107,18 +106,9 @@ cells_restore(struct cells *h, const json_t *in, const json_t *out)
 static json_t *
 jstr(const char *s, size_t n)
 {
-	size_t len;
-	char *clean;
-	json_t *j;
+	json_t *j = jf_str_json(s, s != NULL ? n : 0);
 
-	if (s == NULL)
-		return json_null();
-	clean = utf8_sanitize(s, n, &len);
-	if (clean == NULL)
-		return json_null();
-	j = json_stringn_nocheck(clean, len);
-	free(clean);
-	return j;
+	return j != NULL ? j : json_null();
 }
 
 static json_t *

@@ -8,7 +8,7 @@
  * the swap at each DONE, and the faulthandler dump kept to STACK_MAX
  * bytes.
  *
- * May include: workers_impl.h, common/log.h.
+ * May include: workers_impl.h, common/log.h, common/fdio.h.
  */
 #include "supervisor/run/workers_impl.h"
 
@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 
 #define READ_CHUNK 65536
@@ -125,30 +126,8 @@ static int
 send_pipes(int sock, const int *fds)
 {
 	struct outpipes_msg om = { OUTPIPES_MAGIC };
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(OUTPIPES_NFDS * sizeof(int))];
-	} u;
-	struct iovec iov = { &om, sizeof om };
-	struct msghdr mh;
-	struct cmsghdr *c;
-	ssize_t n;
 
-	memset(&mh, 0, sizeof mh);
-	memset(&u, 0, sizeof u);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.b;
-	mh.msg_controllen = sizeof u.b;
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(OUTPIPES_NFDS * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, OUTPIPES_NFDS * sizeof(int));
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)sizeof om ? 0 : -1;
+	return fd_send_fds(sock, &om, sizeof om, fds, OUTPIPES_NFDS);
 }
 
 void

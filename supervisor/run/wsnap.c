@@ -24,7 +24,7 @@
  * worker_promote, the exit status of an adopted worker.
  *
  * May include: workers_impl.h, sandbox/ (contain, jail), common/log.h,
- * common/procfs.h.
+ * common/procfs.h, common/fdio.h.
  */
 #include "supervisor/run/workers_impl.h"
 
@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/procfs.h"
 
@@ -393,30 +394,8 @@ static int
 send_promotion(int sock, uint32_t generation, const int *fds)
 {
 	struct promote_msg pm = { PROMOTE_MAGIC, generation };
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(PROMOTE_NFDS * sizeof(int))];
-	} u;
-	struct iovec iov = { &pm, sizeof pm };
-	struct msghdr mh;
-	struct cmsghdr *c;
-	ssize_t n;
 
-	memset(&mh, 0, sizeof mh);
-	memset(&u, 0, sizeof u);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.b;
-	mh.msg_controllen = sizeof u.b;
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(PROMOTE_NFDS * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, PROMOTE_NFDS * sizeof(int));
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)sizeof pm ? 0 : -1;
+	return fd_send_fds(sock, &pm, sizeof pm, fds, PROMOTE_NFDS);
 }
 
 /*

@@ -14,9 +14,8 @@
 
 #include "supervisor/text/utf8.h"
 
-/* A JSON string from any bytes (invalid UTF-8 replaced); null for NULL. */
-static json_t *
-str_value(const char *s, size_t n)
+json_t *
+jf_str_json(const char *s, size_t n)
 {
 	size_t len;
 	char *clean;
@@ -69,7 +68,7 @@ field_value(const struct jf *f)
 	case JF_KREAL:	/* NaN and infinities have no JSON form */
 		return isfinite(f->d) ? json_real(f->d) : json_null();
 	case JF_KSTR:
-		return str_value(f->s, f->n);
+		return jf_str_json(f->s, f->n);
 	case JF_KBOOL:
 		return json_boolean(f->i);
 	case JF_KOBJ:
@@ -126,7 +125,7 @@ jf_dumps(const struct jf *f, size_t *len)
 char *
 jf_string(const char *s, size_t n)
 {
-	json_t *j = str_value(s != NULL ? s : "", n);
+	json_t *j = jf_str_json(s != NULL ? s : "", n);
 	char *text = j != NULL ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 
 	json_decref(j);

@@ -12,5 +12,8 @@
 /* The object of fields f as a new value; NULL with errno as jf_dumps. */
 struct json_t;
 struct json_t *jf_json(const struct jf *f);
+/* Any bytes (n of them; (size_t)-1: strlen) as a JSON string, invalid
+ * UTF-8 replaced; null for NULL. NULL when out of memory. */
+struct json_t *jf_str_json(const char *s, size_t n);
 
 #endif

@@ -17,7 +17,6 @@ by the test afterwards if still there; every run is a session leader with
 a hard timeout (isolation_util's Ctx).
 """
 import json
-import os
 import threading
 import time
 
@@ -25,28 +24,14 @@ import pytest
 
 from agentz_util import SAN, status_kb
 from model_server import ModelServer
-from isolation_util import IS_ROOT, RUN_TIMEOUT, Ctx, Who, brief
+from isolation_util import RUN_TIMEOUT, brief
+from isolation_util import ctx, who  # noqa: F401 (the fixtures)
 
 FLOOD_S = 20                     # the longest a flood can run
 SLEEP_S = 1.0                    # how long the later cell listens for it
 RSS_BOUND_KB = (128 if SAN else 64) * 1024
 KINDS = ["child_stdout", "child_stderr", "forked_worker", "setsid_daemon"]
 
-
-@pytest.fixture(params=["root", "user"])
-def who(request):
-    if request.param == "root" and not IS_ROOT:
-        pytest.skip("the root case needs root")
-    return Who(request.param)
-
-
-@pytest.fixture
-def ctx(who):
-    c = Ctx(who)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 # --- the floods --------------------------------------------------------------

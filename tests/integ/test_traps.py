@@ -26,28 +26,14 @@ import pytest
 
 from agentz_util import wait_file
 from model_server import ModelServer
-from isolation_util import (DENIED, IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT,
-                            Ctx, Who, assert_denied, assert_unreadable,
-                            brief, data_tag, probe, secret_bytes)
+from isolation_util import (DENIED, OK_CELL, PRELUDE, RUN_TIMEOUT,
+                            assert_denied, assert_unreadable, brief, data_tag,
+                            probe, secret_bytes)
+from isolation_util import ctx, who  # noqa: F401 (the fixtures)
 
 MARKER = ".agentz-workspace"
 SETID = stat.S_ISUID | stat.S_ISGID
 
-
-@pytest.fixture(params=["root", "user"])
-def who(request):
-    if request.param == "root" and not IS_ROOT:
-        pytest.skip("the root case needs root")
-    return Who(request.param)
-
-
-@pytest.fixture
-def ctx(who):
-    c = Ctx(who)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def setid_files(top):
