@@ -307,6 +307,19 @@ def test_worker_that_cannot_start_ends_the_run_with_exit_3(tmp_path):
     assert "cannot be started" in p.stderr and "code 9" in p.stderr
 
 
+def test_worker_that_cannot_be_executed_says_which_step_and_errno(tmp_path):
+    """The exec of agentz-worker fails in the forked child (not a script,
+    not an ELF: ENOEXEC): the operator reads which step failed and why,
+    not only "exited with code 127"."""
+    fake = tmp_path / "agentz-worker"
+    fake.write_bytes(b"\x00not an executable\n")
+    fake.chmod(0o755)
+    p = run(["exec", "--worker", str(fake), "-"], stdin="x = 1\n", timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "cannot start the worker: exec agentz-worker: ENOEXEC" in \
+        p.stderr, p.stderr
+
+
 def test_worker_refuses_to_run_by_hand():
     from agentz_util import WORKER
     p = subprocess.run([WORKER], capture_output=True, text=True, timeout=30,

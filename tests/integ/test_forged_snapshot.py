@@ -138,7 +138,11 @@ def _orphan():
     th = threading.Thread(target=lambda: box.append(_raw_fork()))
     th.start()
     th.join()
-    time.sleep(0.05)
+    # the kernel hands the child over once the thread's task is gone
+    task = '/proc/self/task/%d' % th.native_id
+    end = time.monotonic() + 5
+    while os.path.exists(task) and time.monotonic() < end:
+        time.sleep(0.001)
     return box[0]
 def _main_waits():
     # in futex (the lock, or the GIL) or nanosleep (waiting for the lock)
