@@ -116,5 +116,11 @@ contain_child_rlimits(const struct contain_limits *lim)
 		return -1;
 	if (lim->fsize > 0 && set_limit(RLIMIT_FSIZE, lim->fsize) < 0)
 		return -1;
+	if (lim->nproc > 0 && set_limit(RLIMIT_NPROC, lim->nproc) < 0)
+		return -1;
+#ifndef CONTAIN_UNDER_ASAN
+	if (lim->as > 0 && set_limit(RLIMIT_AS, lim->as) < 0)
+		return -1;
+#endif
 	return 0;
 }

@@ -21,11 +21,26 @@
 
 struct contain;
 
+/* AddressSanitizer's shadow needs terabytes of address space: no
+ * RLIMIT_AS (nor the worker's RLIMIT_DATA) in a sanitizer build. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CONTAIN_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CONTAIN_UNDER_ASAN 1
+#endif
+#endif
+
 struct contain_limits {
 	uint64_t memory;	/* bytes; 0 = no memory ceiling */
 	unsigned pids;		/* tasks in the worker's tree; 0 = none */
 	unsigned nofile;	/* RLIMIT_NOFILE */
 	uint64_t fsize;		/* RLIMIT_FSIZE bytes; 0 = unlimited */
+	unsigned nproc;		/* RLIMIT_NPROC (tasks of the worker's uid,
+				 * counted in its user namespace); 0 = none */
+	uint64_t as;		/* RLIMIT_AS bytes, where no memory cgroup
+				 * holds (ignored under AddressSanitizer,
+				 * whose shadow needs terabytes); 0 = none */
 };
 
 struct contain_stats {

@@ -409,7 +409,8 @@ record_isolation(struct agent *a)
 {
 	struct jf f[] = { JF_S("isolation", runner_isolation(a->runner)),
 	    JF_S("containment", runner_containment(a->runner)),
-	    JF_S("network", runner_network(a->runner)), JF_END };
+	    JF_S("network", runner_network(a->runner)),
+	    JF_S("limits", runner_limits(a->runner)), JF_END };
 
 	(void)agent_record(a, "isolation", f);
 }
@@ -445,8 +446,9 @@ agent_run(struct agent *a, const char *wpath)
 	a->stops.runner = a->runner;
 	if (a->runner != NULL) {
 		a->tools.history = runner_cells(a->runner);
-		log_info("isolation: %s; network: %s", runner_isolation(a->runner),
-		    runner_network(a->runner));
+		log_info("isolation: %s; network: %s; limits: %s",
+		    runner_isolation(a->runner), runner_network(a->runner),
+		    runner_limits(a->runner));
 		record_isolation(a);
 	}
 	agent_ev_run_start(a);

@@ -180,7 +180,8 @@ print_json(struct exec_run *x, const struct cell *c)
 	    JF_S("sandbox", worker_sandbox(w)),
 	    JF_S("containment", runner_containment(x->runner)),
 	    JF_S("isolation", runner_isolation(x->runner)),
-	    JF_S("network", runner_network(x->runner)), JF_END };
+	    JF_S("network", runner_network(x->runner)),
+	    JF_S("limits", runner_limits(x->runner)), JF_END };
 	struct jf after[] = { JF_O("worker", wf), JF_END };
 	char *s, *clean;
 	size_t n;
@@ -335,7 +336,9 @@ exec_go(struct exec_run *x, const char *wpath)
 	x->stops.runner = x->runner;
 	if (x->runner == NULL)
 		return EXIT_WORKER;	/* said why */
-	log_debug("isolation: %s", runner_isolation(x->runner));
+	log_debug("isolation: %s; network: %s; limits: %s",
+	    runner_isolation(x->runner), runner_network(x->runner),
+	    runner_limits(x->runner));
 	if (runner_start(x->runner) < 0) {
 		log_warn("exec: cannot start %s", wpath);
 		return EXIT_WORKER;

@@ -35,15 +35,36 @@ static const struct worker_ops runner_worker_ops = {
 	ladder_stack, w_snapped
 };
 
+static unsigned long long
+mib(uint64_t n)
+{
+	return (unsigned long long)(n >> 20);
+}
+
 /* The run's world, before the first worker (and before any cgroup of a
  * worker: the jail's init stays in ours). */
 static int
 new_jail(struct runner *r)
 {
 	char err[512];
+	size_t n = strlen(r->limits);
+	int capped = 0;
 
 	if (r->cfg.jail == NULL)
 		return 0;
+	r->jc = *r->cfg.jail;
+	r->cfg.jail = &r->jc;
+	/* tmpfs pages are the memory cgroup's; without one, /tmp and
+	 * /dev/shm together stay within the memory ceiling */
+	if (!contain_has_cgroup(r->contain) && r->cfg.worker.data_limit &&
+	    r->jc.tmp_size > r->cfg.worker.data_limit / 2) {
+		r->jc.tmp_size = r->cfg.worker.data_limit / 2;
+		capped = 1;
+	}
+	if (r->jc.mode != JAIL_OFF)
+		(void)snprintf(r->limits + n, sizeof r->limits - n,
+		    "; /tmp and /dev/shm %llu MiB each%s", mib(r->jc.tmp_size),
+		    capped ? " (half of --memory-limit: no cgroup)" : "");
 	r->jail = jail_new(r->cfg.jail, err, sizeof err);
 	if (r->jail == NULL) {
 		if (err[0] != '\0')
@@ -60,6 +81,47 @@ new_jail(struct runner *r)
 		    "abstract unix sockets");
 	r->cfg.worker.jail = r->jail;
 	return 0;
+}
+
+/* Where no cgroup holds, the memory ceiling is per process: RLIMIT_AS
+ * (at the cgroup's value: shared mappings count there, RLIMIT_DATA
+ * counts the heap, thread stacks and private mappings) besides the
+ * worker's RLIMIT_DATA; RLIMIT_NPROC bounds the processes (the cgroup's
+ * pids.max, counted for the worker's uid). Then what holds, in words. */
+static void
+per_process_limits(struct runner *r)
+{
+	struct contain_limits *l = &r->cfg.worker.limits;
+	int cg = contain_has_cgroup(r->contain);
+	char mem[160];
+
+	l->nproc = l->pids;
+#ifndef CONTAIN_UNDER_ASAN
+	if (!cg)
+		l->as = l->memory;
+#endif
+	if (l->memory == 0)
+		(void)snprintf(mem, sizeof mem, "memory none");
+	else if (cg)
+		(void)snprintf(mem, sizeof mem, "memory cgroup %llu MiB "
+		    "(RLIMIT_DATA %llu MiB)", mib(l->memory),
+		    mib(r->cfg.worker.data_limit));
+	else if (l->as == 0)
+		(void)snprintf(mem, sizeof mem, "memory none (no cgroup; "
+		    "no RLIMIT_DATA or RLIMIT_AS under AddressSanitizer), "
+		    "no SysV IPC");
+	else
+		(void)snprintf(mem, sizeof mem, "memory per process only "
+		    "(no cgroup): RLIMIT_DATA %llu MiB, RLIMIT_AS %llu MiB, "
+		    "no SysV IPC",
+		    mib(r->cfg.worker.data_limit), mib(l->as));
+	if (l->pids == 0)
+		(void)snprintf(r->limits, sizeof r->limits, "%s; processes "
+		    "none", mem);
+	else
+		(void)snprintf(r->limits, sizeof r->limits, "%s; processes "
+		    "%s%u", mem, cg ? "cgroup and RLIMIT_NPROC " :
+		    "RLIMIT_NPROC ", l->pids);
 }
 
 struct runner *
@@ -84,6 +146,8 @@ runner_new(struct loop *l, const struct runner_config *c,
 	redact_stream_init(&r->rs[1]);
 	r->contain = contain_new(&c->worker.limits);
 	r->cfg.worker.contain = r->contain;
+	if (r->contain != NULL)
+		per_process_limits(r);
 	r->cfg.worker.generations = &r->generations;
 	if (r->contain != NULL && new_jail(r) == 0)
 		r->w = worker_new(l, &r->cfg.worker, &runner_worker_ops, r);
@@ -173,6 +237,12 @@ const char *
 runner_containment(const struct runner *r)
 {
 	return contain_mechanisms(r->contain);
+}
+
+const char *
+runner_limits(const struct runner *r)
+{
+	return r->limits;
 }
 
 const char *

@@ -155,6 +155,10 @@ struct cell *runner_last(struct runner *r);	/* newest or NULL */
 const struct worker *runner_worker(const struct runner *r);
 /* Active containment mechanisms, e.g. "cgroup-v1,pid-namespace,...". */
 const char *runner_containment(const struct runner *r);
+/* Which ceilings hold and how: "memory cgroup 4672 MiB (RLIMIT_DATA
+ * 4096 MiB); processes cgroup and RLIMIT_NPROC 1024; /tmp and /dev/shm
+ * 1024 MiB each", or per process only where no cgroup is given. */
+const char *runner_limits(const struct runner *r);
 /* What the worker's world has, e.g. "mountns,pidns,...", or "none (why)". */
 const char *runner_isolation(const struct runner *r);
 /* The worker's network: "none" (a namespace of its own, only lo) or

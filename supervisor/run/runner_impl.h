@@ -82,6 +82,8 @@ struct runner {
 	unsigned generations;
 	struct contain *contain;
 	struct jail *jail;
+	struct jail_config jc;	/* cfg.jail, /tmp sized for the limits */
+	char limits[320];	/* which ceilings hold (runner_limits) */
 	struct cells cells;
 	struct cell *current;	/* running in the worker */
 	struct cell *pending;	/* recorded, waiting for a ready worker */

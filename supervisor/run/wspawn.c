@@ -154,8 +154,11 @@ build_argv(const struct worker *w, struct spawn_args *a)
 	a->argv[n++] = a->num[5];
 	if (w->cfg.sandbox_debug)
 		a->argv[n++] = (char *)(uintptr_t)"--sandbox-debug";
-	/* no IPC namespace of its own: the host's SysV objects are near */
-	if (!jail_active(w->cfg.jail))
+	/* no IPC namespace of its own: the host's SysV objects are near;
+	 * or no memory cgroup: SysV shared memory would be bounded by
+	 * nothing (it outlives every process and no rlimit counts it) */
+	if (!jail_active(w->cfg.jail) || (w->cfg.limits.memory > 0 &&
+	    !contain_has_cgroup(w->cfg.contain)))
 		a->argv[n++] = (char *)(uintptr_t)"--no-sysv";
 	a->argv[n] = NULL;
 }
