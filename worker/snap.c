@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,11 +54,38 @@ static int snap_pidfd = -1;
 static int snap_dumpable = 1;
 static char snap_oom[16] = "1000";
 
+/* The thread forking the snapshot, while it does (see forked_child). */
+static pthread_t snap_forker;
+static volatile sig_atomic_t snap_forking;
+
+/*
+ * In every child forked through libc (os.fork, multiprocessing, a fork
+ * before an exec), at once: a copy of the worker that a cell made holds
+ * none of the worker's descriptors to the supervisor, so it can neither
+ * write frames on the channel (a forged SNAPPED or DONE), nor wait on the
+ * spare socket as a snapshot, nor take the next cell's pipes from the
+ * output socket, nor write into the stack-dump pipe. Only the snapshot's
+ * own fork keeps them (the thread that forks it; a cell's thread forking
+ * meanwhile does not). A raw clone through ctypes runs no at-fork
+ * handler: that copy keeps them (README, "Rollback").
+ */
+static void
+forked_child(void)
+{
+	if (snap_forking && pthread_equal(pthread_self(), snap_forker))
+		return;
+	(void)close(WORKER_CHAN_FD);
+	(void)close(WORKER_DUMP_FD);
+	(void)close(WORKER_SPARE_FD);
+	(void)close(WORKER_OUT_FD);
+}
+
 void
 snap_init(const char *off, int (*send_ready)(void))
 {
 	snap_off = off;
 	snap_ready = send_ready;
+	(void)pthread_atfork(NULL, NULL, forked_child);
 }
 
 /* fd 5 is an AF_UNIX SOCK_SEQPACKET socket (a cell may have closed it). */
@@ -350,7 +378,10 @@ fork_undumpable(void)
 	 * SNAPPED is out must not find it with the default actions */
 	(void)sigfillset(&all);
 	(void)pthread_sigmask(SIG_BLOCK, &all, &snap_mask);
+	snap_forker = pthread_self();
+	snap_forking = 1;
 	pid = fork();
+	snap_forking = 0;
 	if (pid == 0)
 		return 0;
 	e = errno;

@@ -240,3 +240,62 @@ def test_a_forged_snapshot_never_takes_over(run_as, attack):  # noqa: F811
         assert "refused" in r.stderr or \
             "holds the import lock" in b["snapshot"], r.stderr
         assert b["kind"] == "protocol", brief(b)
+
+
+# A copy of the worker a cell forks (os.fork from the main thread, from a
+# thread, multiprocessing's fork) holds none of the worker's descriptors
+# to the supervisor: writing a frame on the channel, waiting on the spare
+# socket or taking pipes from the output socket all fail with EBADF.
+FORKED_FDS = r'''
+import errno, os, threading
+def _id(fd):
+    try:
+        st = os.fstat(fd)
+        return (st.st_dev, st.st_ino)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+OURS = {fd: _id(fd) for fd in (3, 4, 5, 6)}
+def _probe():
+    # the worker's own descriptor, or not (closed, or a number reused)
+    return ','.join('ours' if _id(fd) == OURS[fd] else 'gone'
+                    for fd in (3, 4, 5, 6))
+def _child(w):
+    os.write(w, _probe().encode())
+    os._exit(0)
+def fork_and_probe():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _child(w)
+    os.close(w)
+    got = os.read(r, 100).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return got
+res = {}
+res['main'] = fork_and_probe()
+t = threading.Thread(target=lambda: res.__setitem__('thread', fork_and_probe()))
+t.start(); t.join()
+import multiprocessing as mp
+q = mp.get_context('fork').SimpleQueue()
+p = mp.get_context('fork').Process(target=lambda: q.put(_probe()))
+p.start(); p.join()
+res['multiprocessing'] = q.get()
+res['worker'] = _probe()
+print(sorted(res.items()))
+'''
+
+
+def test_a_forked_copy_of_the_worker_holds_no_channel(run_as):  # noqa: F811
+    r = run_as([FORKED_FDS, "x = 1", "import os\nos.kill(os.getpid(), 9)",
+                "print(x)"], args=ARGS, expect_rc=1)
+    a, b, c, d = r.recs
+    assert a["status"] == "ok", brief(a)
+    bad = "gone,gone,gone,gone"
+    assert a["output"] == str(sorted({"main": bad, "thread": bad,
+                                      "multiprocessing": bad,
+                                      "worker": "ours,ours,ours,ours"}
+                                     .items())) + "\n", brief(a)
+    # the snapshot's own fork keeps them: the rollback still works
+    assert c["namespace"].startswith("rolled back"), brief(c)
+    assert d["status"] == "ok" and d["output"] == "1\n", brief(d)
