@@ -108,7 +108,7 @@ per_process_limits(struct runner *r)
 		    mib(r->cfg.worker.data_limit));
 	else if (l->as == 0)
 		(void)snprintf(mem, sizeof mem, "memory none (no cgroup; "
-		    "no RLIMIT_DATA or RLIMIT_AS under AddressSanitizer), "
+		    "no RLIMIT_DATA or RLIMIT_AS in a sanitizer build), "
 		    "no SysV IPC");
 	else
 		(void)snprintf(mem, sizeof mem, "memory per process only "

@@ -18,7 +18,10 @@ import pytest
 from hostile_util import brief
 from test_rollback import run_as  # noqa: F401 (a fixture)
 
-ARGS = ["--snapshot", "always", "--cell-timeout", "1", "--grace", "0.5"]
+# KILLED dies at its deadline (the ladder's kill is what spares the
+# snapshot it was told of); 2 s leaves the other cells room on a loaded
+# machine.
+ARGS = ["--snapshot", "always", "--cell-timeout", "2", "--grace", "0.5"]
 
 # The forged snapshot: waits on the spare socket (fd 5) as a snapshot does;
 # promoted, it says READY and answers every EXEC with FORGED.
