@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int
@@ -30,4 +31,20 @@ size_parse(const char *s, uint64_t *out)
 		return -1;
 	*out = (uint64_t)(v * mult);
 	return 0;
+}
+
+void
+size_format(uint64_t n, char *out, size_t len)
+{
+	static const char unit[] = "GMK";
+	int shift;
+
+	for (shift = 30; shift > 0; shift -= 10)
+		if (n > 0 && n % ((uint64_t)1 << shift) == 0) {
+			(void)snprintf(out, len, "%llu%c",
+			    (unsigned long long)(n >> shift),
+			    unit[(30 - shift) / 10]);
+			return;
+		}
+	(void)snprintf(out, len, "%llu bytes", (unsigned long long)n);
 }

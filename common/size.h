@@ -5,9 +5,12 @@
 #ifndef AGENTZ_SIZE_H
 #define AGENTZ_SIZE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Size like 64M / 4G / 1024 into bytes. -1 on a malformed value. */
 int size_parse(const char *s, uint64_t *out);
+/* n as the operator would write it, exactly: "64M", "4K", "100 bytes". */
+void size_format(uint64_t n, char *out, size_t len);
 
 #endif

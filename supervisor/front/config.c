@@ -164,11 +164,14 @@ _Static_assert(sizeof(enum sandbox_profile) == sizeof(int) &&
     sizeof(enum jail_network) == sizeof(int), "choices are stored as int");
 
 /* How an option's value is read, and where it goes. */
+#define SECONDS_MIN	0.001		/* a millisecond */
+#define YEAR_S		31536000L
+
 enum opt_kind {
 	K_FLAG,		/* int = 1 */
 	K_MORE,		/* int += 1 (-v -v) */
 	K_STR,		/* const char *, as given */
-	K_SECONDS,	/* double > 0 */
+	K_SECONDS,	/* double, SECONDS_MIN to max */
 	K_PATIENCE,	/* double, 0 to max */
 	K_UINT,		/* unsigned, min to max */
 	K_LONG,		/* long, min to max */
@@ -207,9 +210,9 @@ static const struct opt {
 	{ "output-limit", K_SIZE, OFF(output_limit), 64, 0, NULL, 0, 0, 0,
 	    0 },
 	{ "max-frame", K_SIZE, OFF(max_frame), 4096, 0, NULL, 0, 0, 0, 0 },
-	{ "cell-timeout", K_SECONDS, OFF(cell_timeout), 0, 0, NULL, 0, 0, 0,
-	    0 },
-	{ "grace", K_SECONDS, OFF(grace), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "cell-timeout", K_SECONDS, OFF(cell_timeout), 0, YEAR_S, NULL, 0,
+	    0, 0, 0 },
+	{ "grace", K_SECONDS, OFF(grace), 0, 3600, NULL, 0, 0, 0, 0 },
 	{ "memory-limit", K_SIZE64, OFF(memory_limit), 64 << 20, 0, NULL, 1,
 	    0, 0, 0 },
 	{ "pass-env", K_LIST, OFF(pass_env), 0, 0, NULL, 0, 0,
@@ -217,8 +220,8 @@ static const struct opt {
 	{ "model", K_STR, OFF(model), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "base-url", K_STR, OFF(base_url), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "service-tier", K_STR, OFF(service_tier), 0, 0, NULL, 0, 0, 0, 0 },
-	{ "request-timeout", K_SECONDS, OFF(request_timeout), 0, 0, NULL, 0,
-	    0, 0, 0 },
+	{ "request-timeout", K_SECONDS, OFF(request_timeout), 0, 86400, NULL,
+	    0, 0, 0, 0 },
 	{ "max-output-tokens", K_LONG, OFF(max_output_tokens), 16, 1L << 30,
 	    NULL, 0, 0, 0, 0 },
 	{ "max-retries", K_UINT, OFF(max_retries), 0, 100, NULL, 0, 0, 0,
@@ -231,7 +234,8 @@ static const struct opt {
 	    0, 0 },
 	{ "max-cells", K_UINT, OFF(max_cells), 1, 1L << 30, NULL, 0, 0, 0,
 	    0 },
-	{ "deadline", K_SECONDS, OFF(deadline), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "deadline", K_SECONDS, OFF(deadline), 0, YEAR_S, NULL, 0, 0, 0,
+	    0 },
 	{ "max-tokens", K_LLONG, OFF(max_tokens), 1, LONG_MAX, NULL, 0, 0, 0,
 	    0 },
 	{ "max-cost", K_COST, OFF(max_cost), 0, 0, NULL, 0, 0, 0, 0 },
@@ -280,15 +284,26 @@ bad(const char *cmd, const char *opt, const char *val, const char *why)
 	return -1;
 }
 
+/* Seconds from min (a millisecond: less would round to 0, which means
+ * none; or 0 where that means none) to max (more would overflow the
+ * milliseconds, or mean "never" without saying so). */
 static int
-seconds(const char *s, double *out)
+seconds(const char *cmd, const char *opt, const char *val, double min,
+    double max, double *out)
 {
-	char *end;
+	char *end, range[80];
+	double v;
 
 	errno = 0;
-	*out = strtod(s, &end);
-	return errno != 0 || end == s || *end != '\0' || !isfinite(*out) ||
-	    *out <= 0 ? -1 : 0;
+	v = strtod(val, &end);
+	if (errno != 0 || end == val || *end != '\0' || !isfinite(v) ||
+	    v < min || v > max) {
+		(void)snprintf(range, sizeof range, "expected seconds from %g "
+		    "to %.0f", min, max);
+		return bad(cmd, opt, val, range);
+	}
+	*out = v;
+	return 0;
 }
 
 static int
@@ -327,23 +342,6 @@ cost(const char *cmd, const char *val, double *out)
 	return 0;
 }
 
-/* --outage-patience SECS: 0 (no waiting) up to max. */
-static int
-patience(const char *cmd, const char *val, double max, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(val, &end);
-	if (errno != 0 || end == val || *end != '\0' || !isfinite(v) ||
-	    v < 0 || v > max)
-		return bad(cmd, "--outage-patience", val,
-		    "expected seconds, 0 to 604800");
-	*out = v;
-	return 0;
-}
-
 /* Appends s to the NULL-terminated list *v of *n entries. */
 static int
 list_add(const char ***v, size_t *n, const char *s)
@@ -362,10 +360,16 @@ static int
 set_size(const char *cmd, const char *opt, const char *val, uint64_t min,
     int allow0, uint64_t *out)
 {
+	char least[96], n[32];
+
 	if (size_parse(val, out) < 0)
 		return bad(cmd, opt, val, "expected a size like 512K, 64M, 4G");
-	if (*out < min && !(allow0 && *out == 0))
-		return bad(cmd, opt, val, "too small");
+	if (*out < min && !(allow0 && *out == 0)) {
+		size_format(min, n, sizeof n);
+		(void)snprintf(least, sizeof least, "too small: at least %s%s",
+		    n, allow0 ? " (or 0: none)" : "");
+		return bad(cmd, opt, val, least);
+	}
 	return 0;
 }
 
@@ -402,10 +406,9 @@ number(struct config *c, const struct opt *o, const char *flag,
 
 	switch (o->kind) {
 	case K_SECONDS:
-		return seconds(val, (double *)(void *)at) < 0 ? bad(cmd, flag,
-		    val, "expected seconds > 0") : 0;
 	case K_PATIENCE:
-		return patience(cmd, val, (double)o->max, (double *)(void *)at);
+		return seconds(cmd, flag, val, o->kind == K_SECONDS ?
+		    SECONDS_MIN : 0, (double)o->max, (double *)(void *)at);
 	case K_SIZE:
 	case K_SIZE64:
 		if (set_size(cmd, flag, val, (uint64_t)o->min, o->allow0,

@@ -101,6 +101,40 @@ def test_option_errors_name_the_command_once_and_what_is_wrong():
     assert "agentz agentz" not in run(["--max-cells", "0", "t"]).stderr
 
 
+@pytest.mark.parametrize("opt,val,want", [
+    # a value the timers would round to 0 (which means none), overflow
+    # (1e99 s in ms), or silently treat as "never": refused with the range
+    ("--cell-timeout", "0.0001", "expected seconds from 0.001 to 31536000"),
+    ("--cell-timeout", "0", "expected seconds from 0.001 to 31536000"),
+    ("--grace", "1e99", "expected seconds from 0.001 to 3600"),
+    ("--grace", "nan", "expected seconds from 0.001 to 3600"),
+    ("--deadline", "1e20", "expected seconds from 0.001 to 31536000"),
+    ("--request-timeout", "inf", "expected seconds from 0.001 to 86400"),
+    ("--outage-patience", "-1", "expected seconds from 0 to 604800"),
+    ("--memory-limit", "1M", "too small: at least 64M (or 0: none)"),
+    ("--output-limit", "3", "too small: at least 64 bytes"),
+    ("--max-frame", "1K", "too small: at least 4K"),
+    ("--max-cells", "1e20", "out of range: expected a whole number from 1 "
+                            "to 1073741824"),
+])
+def test_numbers_that_cannot_be_honoured_are_refused_with_the_range(
+        opt, val, want):
+    p = run([opt, val, "task"])
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == "agentz: invalid %s '%s': %s\n" % (opt, val, want)
+
+
+def test_the_smallest_and_largest_seconds_are_honoured():
+    # a millisecond is a deadline, not "none": a 1 s sleep is interrupted
+    p = run(["exec", "--cell-timeout", "0.001", "-"],
+            stdin="import time\ntime.sleep(1)\n")
+    assert p.returncode == 1, p.stderr
+    assert "exceeded its 0.001 s timeout" in p.stderr, p.stderr
+    for opt, val in (("--grace", "3600"), ("--cell-timeout", "31536000")):
+        p = run(["exec", opt, val, "-"], stdin="print(1)\n")
+        assert p.returncode == 0, (opt, val, p.stderr)
+
+
 def test_help_names_exec_exit_codes_and_environment():
     h = run(["--help"])
     assert h.returncode == 0

@@ -34,6 +34,27 @@ test_size_parse(void **state)
 	assert_int_equal(size_parse("", &v), -1);
 }
 
+/* Exactly, in the largest unit that divides: what an error names. */
+static void
+test_size_format(void **state)
+{
+	char b[32];
+
+	(void)state;
+	size_format((uint64_t)64 << 20, b, sizeof b);
+	assert_string_equal(b, "64M");
+	size_format(4096, b, sizeof b);
+	assert_string_equal(b, "4K");
+	size_format((uint64_t)3 << 30, b, sizeof b);
+	assert_string_equal(b, "3G");
+	size_format(1536, b, sizeof b);
+	assert_string_equal(b, "1536 bytes");
+	size_format(0, b, sizeof b);
+	assert_string_equal(b, "0 bytes");
+	size_format((uint64_t)1 << 40, b, sizeof b);
+	assert_string_equal(b, "1024G");
+}
+
 /* Only OpenAI's own host needs a key; local servers and proxies do not. */
 static void
 test_config_needs_key(void **state)
@@ -58,6 +79,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_size_parse),
+		cmocka_unit_test(test_size_format),
 		cmocka_unit_test(test_config_needs_key),
 	};
 

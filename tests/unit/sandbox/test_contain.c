@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +45,7 @@ struct task {
 	int from;		/* answers */
 };
 
-static const struct contain_limits limits = { 256u * MB, 64, 0, 0 };
+static const struct contain_limits limits = { 256u * MB, 64, 0, 0, 0, 0 };
 
 static _Noreturn void
 task_main(int in, int out)
@@ -348,6 +349,40 @@ test_generation_after_generation(void **state)
 	contain_group_free(g);
 }
 
+/* The forked child's rlimits: RLIMIT_NPROC and (not under ASan) RLIMIT_AS
+ * where set, untouched where 0. The child reports through its status. */
+static void
+test_child_rlimits(void **state)
+{
+	struct contain_limits l = { 0, 0, 512, 1 << 20, 77, 1024u * MB };
+	struct rlimit nproc0;
+	int st;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NPROC, &nproc0), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit r;
+
+		if (contain_child_rlimits(&l) < 0 ||
+		    getrlimit(RLIMIT_NPROC, &r) < 0 || r.rlim_max != 77)
+			_exit(1);
+#ifndef CONTAIN_UNDER_ASAN
+		if (getrlimit(RLIMIT_AS, &r) < 0 || r.rlim_max != 1024u * MB)
+			_exit(2);
+#endif
+		l.nproc = 0;
+		l.as = 0;
+		_exit(getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_max == 512 ?
+		    0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 #define T(f)	cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -359,6 +394,7 @@ main(void)
 		T(test_free_busy_retried_at_new),
 		T(test_free_busy_removed_at_contain_free),
 		T(test_generation_after_generation),
+		cmocka_unit_test(test_child_rlimits),
 	};
 
 	return cmocka_run_group_tests_name("contain", tests, NULL, NULL);
