@@ -20,7 +20,9 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void check_done(struct http *h);
@@ -308,4 +310,36 @@ check_done(struct http *h)
 		http_req_stop(r);
 		http_req_attempt_done(r, rc);
 	}
+}
+
+int
+http_url_check(const char *url, char *why, size_t len)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL;
+	CURLUcode rc;
+	int ok = 0;
+
+	if (u == NULL) {
+		(void)snprintf(why, len, "out of memory");
+		return -1;
+	}
+	rc = *url == '\0' ? CURLUE_MALFORMED_INPUT : curl_url_set(u,
+	    CURLUPART_URL, url, 0);
+	if (rc != CURLUE_OK)
+		(void)snprintf(why, len, "%s", *url == '\0' ? "empty" :
+		    curl_url_strerror(rc));
+	else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
+		(void)snprintf(why, len, "scheme %s is not http or https",
+		    scheme != NULL ? scheme : "(none)");
+	else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    *host == '\0')
+		(void)snprintf(why, len, "no host");
+	else
+		ok = 1;
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return ok ? 0 : -1;
 }

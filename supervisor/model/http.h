@@ -144,6 +144,12 @@ uint64_t http_post(struct http *h, const struct http_request_opts *o,
  * is longer (itself capped at HTTP_RETRY_AFTER_MAX_MS). No jitter: one
  * client, seconds apart. Pure.
  */
+/*
+ * Whether url can be a model endpoint's base: absolute, http or https, a
+ * host (libcurl's parser, the one the requests use). 0, or -1 with why
+ * ("no scheme", "scheme ftp is not http or https", ...) in why.
+ */
+int http_url_check(const char *url, char *why, size_t len);
 uint64_t http_outage_delay_ms(unsigned n, uint64_t retry_after_ms);
 
 /* Stops request id at once, in flight or waiting to retry; no callback

@@ -259,3 +259,36 @@ def test_no_key_for_openai_is_a_usage_error(tmp_path):
                        capture_output=True, text=True, timeout=30 * SLOW)
     assert p.returncode == 2, show(p)
     assert "OPENAI_API_KEY is not set" in p.stderr
+
+
+@pytest.mark.parametrize("url,why", [
+    ("not a url", "Bad scheme"),
+    ("ftp://x", "scheme ftp is not http or https"),
+    ("http://[::1", "Bad IPv6 address"),
+    ("", "empty"),
+])
+def test_a_malformed_base_url_stops_at_start(tmp_path, url, why):
+    # before the world or any cell: one line, exit 2, whether it came
+    # from --base-url or OPENAI_BASE_URL
+    for args, env in ((["--base-url", url], {}), ([], {"OPENAI_BASE_URL": url})):
+        if not url and not args:
+            continue                 # an empty variable means the default
+        e = dict(base_env(tmp_path), **env)
+        p = subprocess.run([AGENTZ, *args, "a task"], cwd=tmp_path, env=e,
+                           capture_output=True, text=True, timeout=30 * SLOW)
+        assert p.returncode == 2, show(p)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1, show(p)
+        assert lines[0].startswith("agentz: the model's base URL '%s' "
+                                   "(OPENAI_BASE_URL or --base-url) cannot "
+                                   "be used: %s (e.g. " % (url, why)), show(p)
+        assert "isolation:" not in p.stderr
+
+
+def test_a_base_url_with_credentials_is_not_repeated(tmp_path):
+    p = subprocess.run([AGENTZ, "--base-url", "http://user:s3cret@[::1",
+                        "a task"], cwd=tmp_path, env=base_env(tmp_path),
+                       capture_output=True, text=True, timeout=30 * SLOW)
+    assert p.returncode == 2, show(p)
+    assert "s3cret" not in p.stderr and "with credentials, not shown" in \
+        p.stderr, show(p)
