@@ -135,6 +135,22 @@ def test_the_smallest_and_largest_seconds_are_honoured():
         assert p.returncode == 0, (opt, val, p.stderr)
 
 
+@pytest.mark.parametrize("opt", [
+    ["--model", "m"], ["--base-url", "http://127.0.0.1:9/v1"],
+    ["--journal", "j.jsonl"], ["--resume"], ["--max-cells", "3"],
+    ["--deadline", "5"], ["--max-tokens", "9"], ["--max-cost", "1"],
+    ["--max-parallel-calls", "2"], ["--outage-patience", "0"],
+])
+def test_agent_only_options_are_refused_by_exec(opt):
+    # they would do nothing in exec (no model, no journal): said, exit 2,
+    # nothing run
+    p = run(["exec", *opt, "-"], stdin="print('RAN')\n")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == ("agentz exec: %s is for agent runs (agentz \"TASK\"); "
+                        "exec runs no model\n" % opt[0]), p.stderr
+    assert "RAN" not in p.stdout
+
+
 def test_help_names_exec_exit_codes_and_environment():
     h = run(["--help"])
     assert h.returncode == 0
