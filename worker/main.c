@@ -25,19 +25,13 @@
 #include "common/procfs.h"
 #include "proto/proto.h"
 #include "proto/wexit.h"
+#include "sandbox/contain.h"	/* CONTAIN_UNDER_ASAN */
 #include "sandbox/seccomp.h"
 #include "worker/chan.h"
 #include "worker/pipes.h"
 #include "worker/py.h"
 #include "worker/snap.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
 
 struct wconfig {
 	enum sandbox_profile profile;
@@ -154,7 +148,7 @@ self_limits(const struct wconfig *c)
 	(void)procfs_put("/proc/self/oom_score_adj", "1000");
 	if (c->data_limit == 0)
 		return "";
-#ifdef UNDER_ASAN
+#ifdef CONTAIN_UNDER_ASAN
 	return ",rlimit_data=off(asan)";
 #else
 	{

@@ -138,17 +138,20 @@ agent_setup_model(struct agent *a)
 	struct model_config mc;
 	struct host_tools ht;
 	const char *key = getenv("OPENAI_API_KEY");
-	char why[160];
+	char why[160], shown[256];
 
 	if (http_url_check(a->cfg.base_url, why, sizeof why) < 0) {
-		/* userinfo may be a secret: not repeated */
-		log_warnx("the model's base URL %s%s%s (OPENAI_BASE_URL or "
-		    "--base-url) cannot be used: %s (e.g. https://api.openai.com/v1, "
-		    "http://127.0.0.1:8000/v1)", strchr(a->cfg.base_url,
-		    '@') != NULL ? "(with credentials, not shown)" : "'",
-		    strchr(a->cfg.base_url, '@') != NULL ? "" :
-		    a->cfg.base_url, strchr(a->cfg.base_url, '@') != NULL ? "" :
-		    "'", why);
+		/* userinfo may be a secret: such a URL is not repeated */
+		if (strchr(a->cfg.base_url, '@') != NULL)
+			(void)snprintf(shown, sizeof shown, "(with credentials, "
+			    "not shown)");
+		else
+			(void)snprintf(shown, sizeof shown, "'%s'",
+			    a->cfg.base_url);
+		log_warnx("the model's base URL %s (OPENAI_BASE_URL or "
+		    "--base-url) cannot be used: %s (e.g. "
+		    "https://api.openai.com/v1, http://127.0.0.1:8000/v1)",
+		    shown, why);
 		return -1;
 	}
 	if ((key == NULL || *key == '\0') && a->cfg.needs_key) {
