@@ -1,5 +1,6 @@
 /*
- * size.c - sizes as the operator writes them (see size.h).
+ * size.c - sizes as the operator writes them, and plain numbers as
+ * shown (see size.h).
  */
 #include "common/size.h"
 
@@ -7,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int
 size_parse(const char *s, uint64_t *out)
@@ -47,4 +49,29 @@ size_format(uint64_t n, char *out, size_t len)
 			return;
 		}
 	(void)snprintf(out, len, "%llu bytes", (unsigned long long)n);
+}
+
+/* Drops the trailing zeros of a "%.Nf" number, and its point with them. */
+static void
+trim_zeros(char *s)
+{
+	char *dot = strchr(s, '.'), *end;
+
+	if (dot == NULL)
+		return;
+	end = dot + strlen(dot);
+	while (end > dot + 1 && end[-1] == '0')
+		end--;
+	if (end == dot + 1)
+		end = dot;
+	*end = '\0';
+}
+
+void
+size_plain(double v, char *out, size_t len)
+{
+	if (len == 0)
+		return;
+	(void)snprintf(out, len, "%.*f", v > 0 && v < 0.0005 ? 6 : 3, v);
+	trim_zeros(out);
 }
