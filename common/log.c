@@ -26,17 +26,31 @@ log_init(const char *prog, int verbose)
 	log_level_verbose = verbose;
 }
 
-static void log_vline(const char *fmt, va_list ap, int with_errno)
+#define LINE_ERRNO	1	/* ": strerror(errno)" after the message */
+#define LINE_WARNING	2	/* a warning: kept as the last one */
+
+static char log_last[2304];	/* the last warning, without "<prog>: " */
+
+const char *
+log_last_warning(void)
+{
+	return log_last[0] != '\0' ? log_last : NULL;
+}
+
+static void log_vline(const char *fmt, va_list ap, int how)
     LOG_PRINTF(1, 0);
 
 static void
-log_vline(const char *fmt, va_list ap, int with_errno)
+log_vline(const char *fmt, va_list ap, int how)
 {
-	int saved = errno;
+	int saved = errno, with_errno = how & LINE_ERRNO;
 	char msg[2048], line[2304];
 	int n;
 
 	(void)vsnprintf(msg, sizeof msg, fmt, ap);
+	if (how & LINE_WARNING)
+		(void)snprintf(log_last, sizeof log_last, "%s%s%s", msg,
+		    with_errno ? ": " : "", with_errno ? strerror(saved) : "");
 	if (log_sink != NULL) {
 		n = snprintf(line, sizeof line, "%s: %s%s%s", log_prog, msg,
 		    with_errno ? ": " : "", with_errno ? strerror(saved) : "");
@@ -60,7 +74,7 @@ log_warn(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vline(fmt, ap, 1);
+	log_vline(fmt, ap, LINE_ERRNO | LINE_WARNING);
 	va_end(ap);
 }
 
@@ -70,7 +84,7 @@ log_warnx(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vline(fmt, ap, 0);
+	log_vline(fmt, ap, LINE_WARNING);
 	va_end(ap);
 }
 

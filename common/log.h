@@ -19,6 +19,9 @@ void log_warn(const char *fmt, ...) LOG_PRINTF(1, 2);	/* + strerror */
 void log_warnx(const char *fmt, ...) LOG_PRINTF(1, 2);
 void log_info(const char *fmt, ...) LOG_PRINTF(1, 2);
 void log_debug(const char *fmt, ...) LOG_PRINTF(1, 2);	/* -v only */
+/* The last warning's message (log_warn, log_warnx) without "<prog>: ",
+ * or NULL before any: what a usage error said, for the event stream. */
+const char *log_last_warning(void);
 /*
  * Where log lines go instead of stderr (NULL: stderr again): the
  * supervisor's event loop must not block on a stalled stderr. line[0..n)
