@@ -181,9 +181,10 @@ int agent_budget_refuse(struct agent *a, long long more, char *why,
 int agent_budget_watch(struct agent *a);
 
 /* resume.c: the journal, resuming, the restart note (put ahead of q's
- * input; returns the bytes it added, 0 when none) */
+ * input, sep after it; returns the bytes it added, 0 when none; cell and
+ * purpose name the request, for the notes' delivery record) */
 size_t agent_add_restart_note(struct agent *a, struct model_req *q,
-    const char *sep);
+    const char *sep, uint32_t cell, const char *purpose);
 int agent_open_journal(struct agent *a);
 int agent_resume(struct agent *a);
 
@@ -227,6 +228,7 @@ void agent_ev_totals(const struct agent *a);
 void agent_ev_outage(const struct agent *a, const struct model_outage *o,
     const char *what);
 void agent_ev_operator(const struct agent *a);
+void agent_ev_budgets(const struct agent *a, const char *by);
 
 /* agentcall.c: the request of model call id (a cell's or the repair's),
  * NULL when none is open */
@@ -240,11 +242,14 @@ void agent_ctl_close(struct agent *a);
 int agent_op_hold(struct agent *a, const char *code, size_t len,
     const char *summary, int64_t generated_by);
 int agent_op_stop_due(struct agent *a);
-void agent_op_notes_delivered(struct agent *a);
+void agent_op_notes_delivered(struct agent *a, uint32_t cell,
+    const char *purpose);
 void agent_op_renote(struct agent *a);
 
-/* reload.c: budgets re-read from options (agentz ctl NAME budgets ...) */
+/* reload.c: budgets re-read from options (agentz ctl NAME budgets ...),
+ * journaled; --resume keeps the last ones journaled */
 char *agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok);
+void agent_resume_budgets(struct agent *a, const struct journal_past *p);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

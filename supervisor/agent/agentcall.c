@@ -381,7 +381,7 @@ call_start(struct agent *a, struct pending *p, const char *text, size_t len)
 		pending_free(p);
 		return;
 	}
-	(void)agent_add_restart_note(a, q, "\n\n");
+	(void)agent_add_restart_note(a, q, "\n\n", p->cell, "call_me");
 	call_begin(a, p, p->cell);
 	agent_ev_request_start(a, &p->rq, p->cell, "call_me", stream);
 	call_started(p, model_call(a->model, q, stream, p->cell, &call_ops,

@@ -103,9 +103,13 @@ agent_ev_run_end(const struct agent *a, int rc)
 {
 	struct agent_totals t;
 	char note[48];
+	const char *why = a->stop_reason;
 
+	/* a usage error (the set-up refused) was said in one log line */
+	if (why == NULL && rc == EXIT_USAGE)
+		why = log_last_warning();
 	totals(a, &t, note, sizeof note);
-	EMIT(a, run_end, rc, a->stop_reason, &t);
+	EMIT(a, run_end, rc, why, &t);
 }
 
 void
@@ -212,4 +216,10 @@ void
 agent_ev_operator(const struct agent *a)
 {
 	EMIT(a, operator, a->paused, a->notes_pending);
+}
+
+void
+agent_ev_budgets(const struct agent *a, const char *by)
+{
+	EMIT(a, budgets, &a->cfg, by);
 }

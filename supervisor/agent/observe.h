@@ -100,6 +100,10 @@ struct agent_observer {
 	    const struct agent_req *q, const char *what);
 	/* The operator's marks: paused, notes not yet delivered. */
 	void (*operator)(void *ctx, int paused, unsigned notes);
+	/* The budgets changed (cfg holds the new ones); by: who set them,
+	 * e.g. "operator". */
+	void (*budgets)(void *ctx, const struct agent_config *cfg,
+	    const char *by);
 	/* A stop was decided (rc, why: NULL for quit() or a signal's). */
 	void (*stop)(void *ctx, int rc, const char *why);
 	void (*run_over)(void *ctx);	/* the loop is over */

@@ -252,12 +252,14 @@ op_note(struct agent *a, const struct ctl_req *q, int *ok)
 	    (int)a->notes_pending), JF_END }, 1, ok);
 }
 
-/* A model request carries the pending notes: journaled, so a restart
- * after this does not deliver them again. */
+/* A model request carries the pending notes: journaled (with the
+ * request's cell and purpose: "call_me", "repair"), so a restart after
+ * this does not deliver them again. */
 void
-agent_op_notes_delivered(struct agent *a)
+agent_op_notes_delivered(struct agent *a, uint32_t cell, const char *purpose)
 {
 	struct jf f[] = { JF_I("notes", a->notes_pending),
+	    JF_I("cell", (long long)cell), JF_S("purpose", purpose),
 	    JF_R("at", loop_wall()), JF_END };
 
 	if (a->notes_pending == 0)

@@ -10,7 +10,9 @@
  * back to its default: re-reading the file means what it says now. They
  * are checked where they always are (cells and failures when a cell ends;
  * tokens, cost and the deadline also before and during each model call);
- * the run deadline's timer is re-armed at once.
+ * the run deadline's timer is re-armed at once. The budgets taken are
+ * journaled ("budgets", with who set them) and told to the observers; a
+ * run resumed from the journal keeps the last ones journaled.
  */
 #include "supervisor/agent/agent_int.h"
 
@@ -19,6 +21,9 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/size.h"
+#include "supervisor/cells/past.h"
+#include "supervisor/loop/loop.h"
 #include "supervisor/text/jsonf.h"
 
 #define WORDS_MAX 64
@@ -51,6 +56,20 @@ refuse(const char *why, int *ok)
 	return jf_dumps(f, NULL);
 }
 
+/* The budgets now, in the log line what says. */
+static void
+log_budgets(const struct agent *a, const char *what)
+{
+	char secs[32], usd[32];
+
+	size_plain(a->cfg.deadline, secs, sizeof secs);
+	size_plain(a->cfg.max_cost, usd, sizeof usd);
+	log_info("%s: --max-cells %u --deadline %s --max-tokens %lld "
+	    "--max-cost %s --max-same-failure %u (0: none)", what,
+	    a->cfg.max_cells, secs, a->cfg.max_tokens, usd,
+	    a->cfg.max_same_failure);
+}
+
 /* The budgets now: {"ok": true, ...}, cells, tokens and failures whole
  * numbers, the deadline and the cost reals. */
 static char *
@@ -65,6 +84,23 @@ taken(const struct agent *a, int *ok)
 
 	*ok = 1;
 	return jf_dumps(f, NULL);
+}
+
+/* The budgets now, journaled with who set them (by). */
+static void
+record_budgets(struct agent *a, const char *by)
+{
+	struct jf f[] = { JF_S("by", by),
+	    JF_I("max_cells", (long long)a->cfg.max_cells),
+	    JF_R("deadline", a->cfg.deadline),
+	    JF_I("max_tokens", a->cfg.max_tokens),
+	    JF_R("max_cost", a->cfg.max_cost),
+	    JF_I("max_same_failure", (long long)a->cfg.max_same_failure),
+	    JF_I("max_parallel_calls", (long long)a->cfg.max_parallel_calls),
+	    JF_R("at", loop_wall()), JF_END };
+
+	(void)agent_record(a, "budgets", f);
+	agent_ev_budgets(a, by);
 }
 
 /* Takes c's budgets; NULL, or why they cannot be kept. */
@@ -83,6 +119,7 @@ take(struct agent *a, const struct agent_config *c, int nargs)
 	a->cfg.max_same_failure = c->max_same_failure;
 	a->cfg.max_parallel_calls = c->max_parallel_calls;
 	agent_start_deadline(a);
+	record_budgets(a, "operator");
 	return NULL;
 }
 
@@ -111,9 +148,34 @@ agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok)
 	free(buf);
 	if (no != NULL)
 		return refuse(no, ok);
-	log_info("budgets re-read: --max-cells %u --deadline %.0f "
-	    "--max-tokens %lld --max-cost %g --max-same-failure %u (0: none)",
-	    a->cfg.max_cells, a->cfg.deadline, a->cfg.max_tokens,
-	    a->cfg.max_cost, a->cfg.max_same_failure);
+	log_budgets(a, "budgets re-read");
 	return taken(a, ok);
+}
+
+/*
+ * --resume: the budgets the operator set last (a "budgets" record) hold
+ * over the ones given on the command line: the run keeps what it was
+ * told. A cost budget without the model's price cannot be kept (said).
+ */
+void
+agent_resume_budgets(struct agent *a, const struct journal_past *p)
+{
+	struct past_budgets b;
+
+	if (!journal_past_budgets(p, &b))
+		return;
+	a->cfg.max_cells = b.max_cells > 0 ? (unsigned)b.max_cells : 0;
+	a->cfg.deadline = b.deadline > 0 ? b.deadline : 0;
+	a->cfg.max_tokens = b.max_tokens > 0 ? b.max_tokens : 0;
+	if (b.max_cost > 0 && !a->priced)
+		log_warnx("--resume: the journaled --max-cost is not kept: "
+		    "no price is known for the model %s", a->cfg.model);
+	else
+		a->cfg.max_cost = b.max_cost > 0 ? b.max_cost : 0;
+	if (b.max_same_failure >= 0)
+		a->cfg.max_same_failure = (unsigned)b.max_same_failure;
+	if (b.max_parallel_calls > 0)
+		a->cfg.max_parallel_calls = (unsigned)b.max_parallel_calls;
+	log_budgets(a, "--resume: the budgets set by the operator (agentz ctl "
+	    "budgets) hold");
 }

@@ -120,8 +120,9 @@ agent_start_recovery(struct agent *a)
 		return;
 	}
 	free(clean);
-	/* on the first line: the failed cell's record stays the rest */
-	n = strlen(input) + agent_add_restart_note(a, q, " ");
+	/* the notes apart, a blank line before the repair request */
+	n = strlen(input) + agent_add_restart_note(a, q, "\n\n",
+	    a->failed->n, "repair");
 	free(input);
 	agent_clear_successor(a);
 	a->recovering = 1;

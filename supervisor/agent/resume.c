@@ -29,7 +29,8 @@
  * (what happened to the cell that was running) ahead of its input.
  */
 size_t
-agent_add_restart_note(struct agent *a, struct model_req *q, const char *sep)
+agent_add_restart_note(struct agent *a, struct model_req *q, const char *sep,
+    uint32_t cell, const char *purpose)
 {
 	size_t n;
 
@@ -39,7 +40,7 @@ agent_add_restart_note(struct agent *a, struct model_req *q, const char *sep)
 	n = strlen(a->restart_note) + strlen(sep);
 	free(a->restart_note);
 	a->restart_note = NULL;
-	agent_op_notes_delivered(a);
+	agent_op_notes_delivered(a, cell, purpose);
 	return n;
 }
 
@@ -103,6 +104,7 @@ load_journal(struct agent *a)
 	a->tokens_base = journal_past_tokens(a->past);
 	a->tokens_journaled = a->tokens_base;
 	restore_cost(a);
+	agent_resume_budgets(a, a->past);
 	return 0;
 }
 

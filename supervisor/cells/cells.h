@@ -106,6 +106,8 @@ struct cell {
 	uint64_t memory_peak;		/* cgroup peak, bytes (0: unknown) */
 	/* limits */
 	enum cell_timeout timeout_stage;	/* how far its deadline went */
+	char *ended_by;		/* who ended it before its deadline (the
+				 * operator's command), or NULL: its timeout */
 	double deadline_to_ready_ms;	/* deadline -> DONE or fresh worker */
 	double kill_to_ready_ms;	/* SIGKILL -> fresh worker ready */
 	char *stack;			/* every thread's stack at the kill */

@@ -11,6 +11,9 @@
  *   {"v":1,"type":"output","cell":n, status, kind, output, ...}
  *   {"v":1,"type":"call","id":n,"estimated":t}  (a model call in flight)
  *   {"v":1,"type":"stop","exit":rc,"reason":..,"at":..}
+ *   {"v":1,"type":"budgets","by":"operator","max_cells":n,"deadline":s,
+ *    "max_tokens":n,"max_cost":usd,"max_same_failure":n,
+ *    "max_parallel_calls":n,"at":..}  (agentz ctl budgets; 0: none)
  * Every line is redacted like everything else that is recorded. A
  * restarted supervisor reads it back (past.h, over record_json.c's
  * journal_load) to resume the run.

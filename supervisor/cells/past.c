@@ -269,6 +269,34 @@ journal_past_operator_stop(const struct journal_past *p)
 	return NULL;
 }
 
+/* rec's integer key, or otherwise when it has none. */
+static long long
+int_or(const json_t *rec, const char *key, long long otherwise)
+{
+	const json_t *v = json_object_get(rec, key);
+
+	return json_is_integer(v) ? (long long)json_integer_value(v) :
+	    otherwise;
+}
+
+int
+journal_past_budgets(const struct journal_past *p, struct past_budgets *b)
+{
+	const json_t *r = find_type(p->records, "budgets", 1);
+
+	if (r == NULL)
+		return 0;
+	b->max_cells = json_integer_value(json_object_get(r, "max_cells"));
+	b->max_tokens = json_integer_value(json_object_get(r, "max_tokens"));
+	b->max_same_failure = int_or(r, "max_same_failure", -1);
+	b->max_parallel_calls = int_or(r, "max_parallel_calls", -1);
+	b->deadline = json_number_value(json_object_get(r, "deadline"));
+	b->max_cost = json_number_value(json_object_get(r, "max_cost"));
+	b->at = json_number_value(json_object_get(r, "at"));
+	b->by = json_string_value(json_object_get(r, "by"));
+	return 1;
+}
+
 struct cell *
 journal_past_cell(const struct journal_past *p, struct cells *h, size_t n,
     int *finished)

@@ -44,6 +44,16 @@ int journal_past_ended(const struct journal_past *p, long long *rc,
  * whose command starts with "stop"; NULL: none. */
 const char *journal_past_operator_stop(const struct journal_past *p);
 
+/* The budgets of the last "budgets" record (`agentz ctl NAME budgets`;
+ * 0: none; -1: a field the record lacks), who set them and when. */
+struct past_budgets {
+	long long max_cells, max_tokens, max_same_failure, max_parallel_calls;
+	double deadline, max_cost, at;
+	const char *by;
+};
+/* 1 with *b from the last "budgets" record, 0: none. */
+int journal_past_budgets(const struct journal_past *p, struct past_budgets *b);
+
 /*
  * Cell n back into h from its journal records (cells_restore), with the
  * journal's places of its records (cells_journaled). *finished: 1 when

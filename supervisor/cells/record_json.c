@@ -210,9 +210,9 @@ add_limits(json_t *o, const struct cell *c)
 	(void)json_object_set_new(o, "model_calls_cancelled",
 	    json_integer((json_int_t)c->calls_cancelled));
 	if (c->timeout_stage != TIMEOUT_NONE)
-		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:f, "
-		    "s:o}", "stage", cells_timeout_name(c->timeout_stage),
-		    "deadline_to_ready_ms",
+		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:o, "
+		    "s:f, s:o}", "stage", cells_timeout_name(c->timeout_stage),
+		    "ended_by", jcstr(c->ended_by), "deadline_to_ready_ms",
 		    c->deadline_to_ready_ms, "kill_to_ready_ms",
 		    c->kill_to_ready_ms > 0 ? json_real(c->kill_to_ready_ms) :
 		    json_null()));
@@ -382,6 +382,8 @@ static const struct schema {
 	{ "stop", { { "exit", F_INT, 0 }, { "reason", F_STR, 1 },
 	    { "at", F_NUM, 1 } } },
 	{ "call", { { "id", F_CELL, 0 }, { "estimated", F_INT, 0 } } },
+	{ "budgets", { { "max_cells", F_INT, 0 }, { "deadline", F_NUM, 0 },
+	    { "max_tokens", F_INT, 0 }, { "max_cost", F_NUM, 0 } } },
 };
 
 static int

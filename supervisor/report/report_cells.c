@@ -246,19 +246,52 @@ output_note(FILE *f, const json_t *out)
 		    "while the cell ran.</p>\n", total, dropped);
 }
 
+/* Who ended a cell before its deadline: the record's "timeout"
+ * "ended_by", or (older journals) its detail's "was ended early by WHO:
+ * ..." into buf; NULL: its own timeout. */
+static const char *
+ended_by(const json_t *out, const json_t *to, char *buf, size_t len)
+{
+	static const char mark[] = "was ended early by ";
+	const char *who = report_jstr(to, "ended_by");
+	const char *d = report_jstr(out, "detail"), *p, *end;
+
+	if (who != NULL || d == NULL || (p = strstr(d, mark)) == NULL)
+		return who;
+	p += sizeof mark - 1;
+	end = strstr(p, ": ");
+	(void)snprintf(buf, len, "%.*s", (int)(end != NULL ? end - p :
+	    (long)strlen(p)), p);
+	return buf;
+}
+
+/* How the deadline ladder ended the cell: the operator's early end, or
+ * its own timeout (interrupted, or killed after the grace period). */
 static void
 timeout_note(FILE *f, const json_t *out)
 {
 	const json_t *to = json_object_get(out, "timeout");
 	const json_t *ms = json_object_get(to, "deadline_to_ready_ms");
+	const char *stage = report_jstr(to, "stage"), *who;
+	char buf[REPORT_SHORT];
 
 	if (!json_is_object(to))
 		return;
-	html_raw(f, "<p class=\"kill\">Killed at its deadline: stage ");
-	html_str(f, report_jstr(to, "stage"));
+	who = ended_by(out, to, buf, sizeof buf);
+	if (who != NULL) {
+		html_raw(f, "<p class=\"kill\">Ended early by ");
+		html_str(f, who);
+		html_raw(f, " (not its timeout): stage ");
+	} else {
+		html_fmt(f, "<p class=\"kill\">%s at its deadline: stage ",
+		    stage != NULL && strcmp(stage, "interrupted") == 0 ?
+		    "Interrupted" : "Killed");
+	}
+	html_str(f, stage);
 	if (json_is_number(ms))
 		html_fmt(f, ", the worker ready again %.0f ms after the "
-		    "deadline", json_number_value(ms));
+		    "%s", json_number_value(ms), who != NULL ? "interrupt" :
+		    "deadline");
 	html_raw(f, ".</p>\n");
 }
 

@@ -2,7 +2,8 @@
  * report_page.c - the page (report_int.h): its head (a Content-Security-
  * Policy that lets nothing load and only the page's own script run,
  * inline styles), the run's header (task, model, times, outcome), the
- * stops and their reasons, operator notes, the sections of the cells and
+ * stops and their reasons, operator notes (each with its delivery to the
+ * model), the budgets the operator set, the sections of the cells and
  * the chart, every other record in journal order (a type this version
  * does not know shown field by field) and every unreadable line.
  */
@@ -10,6 +11,8 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "common/size.h"
 
 /* Bytes of one field of a record shown in the list of records. */
 #define FIELD_SHOWN 600
@@ -311,7 +314,51 @@ stops(const struct report *r)
 	html_raw(f, "</ul></section>\n");
 }
 
-/* The operator's notes: records whose type says note. */
+static int
+type_is(const json_t *rec, const char *type)
+{
+	const char *t = report_jstr(rec, "type");
+
+	return t != NULL && strcmp(t, type) == 0;
+}
+
+/* The record that delivered the note at i: the first "note_delivered"
+ * after it, or NULL. */
+static const struct rentry *
+delivery_of(const struct report *r, size_t i)
+{
+	for (i++; i < r->nents; i++)
+		if (type_is(r->ents[i].rec, "note_delivered"))
+			return &r->ents[i];
+	return NULL;
+}
+
+/* When (and with which request) the model got a note. */
+static void
+delivery(FILE *f, const struct rentry *d)
+{
+	const json_t *cell = json_object_get(d != NULL ? d->rec : NULL,
+	    "cell");
+	const char *purpose = d != NULL ? report_jstr(d->rec, "purpose") :
+	    NULL;
+
+	if (d == NULL) {
+		html_raw(f, " <span class=\"undelivered\">(not delivered: no "
+		    "model request carried it)</span>");
+		return;
+	}
+	html_raw(f, " <span class=\"delivered\">(delivered to the model ");
+	html_time(f, json_number_value(json_object_get(d->rec, "at")));
+	if (json_is_integer(cell))
+		html_fmt(f, purpose != NULL && strcmp(purpose, "repair") == 0 ?
+		    " with the repair request after cell %lld" :
+		    " with a model request of cell %lld",
+		    (long long)json_integer_value(cell));
+	html_fmt(f, ", line %ld)</span>", d->lineno);
+}
+
+/* The operator's notes ("note" records), each with its delivery (the
+ * "note_delivered" record after it). */
 static void
 notes(const struct report *r)
 {
@@ -319,7 +366,7 @@ notes(const struct report *r)
 	size_t i, n = 0;
 
 	for (i = 0; i < r->nents; i++) {
-		if (!type_has(r->ents[i].rec, "note"))
+		if (!type_is(r->ents[i].rec, "note"))
 			continue;
 		if (n++ == 0)
 			html_raw(r->out, "<section id=\"notes\"><h2>Operator "
@@ -337,6 +384,61 @@ notes(const struct report *r)
 			html_capped(r->out, text, strlen(text), FIELD_SHOWN);
 		else
 			fields(r->out, r->ents[i].rec);
+		delivery(r->out, delivery_of(r, i));
+		html_raw(r->out, "</li>\n");
+	}
+	if (n > 0)
+		html_raw(r->out, "</ul></section>\n");
+}
+
+/* One budget of a "budgets" record: its value, "none" for 0. */
+static void
+budget_value(FILE *f, const json_t *rec, const char *key, const char *unit)
+{
+	const json_t *v = json_object_get(rec, key);
+	char num[32];
+
+	html_fmt(f, "<span class=\"k\">%s</span>=", key);
+	if (!json_is_number(v)) {
+		html_raw(f, "? ");
+		return;
+	}
+	if (json_number_value(v) <= 0) {
+		html_raw(f, "none ");
+		return;
+	}
+	size_plain(json_number_value(v), num, sizeof num);
+	html_fmt(f, "%s%s ", num, unit);
+}
+
+/* The budgets set while the run went on (agentz ctl budgets). */
+static void
+budgets(const struct report *r)
+{
+	const json_t *rec;
+	size_t i, n = 0;
+
+	for (i = 0; i < r->nents; i++) {
+		rec = r->ents[i].rec;
+		if (!type_is(rec, "budgets"))
+			continue;
+		if (n++ == 0)
+			html_raw(r->out, "<section id=\"budgets\"><h2>Budgets "
+			    "set during the run</h2>\n<ul>\n");
+		html_fmt(r->out, "<li class=\"budgets\">line %ld, ",
+		    r->ents[i].lineno);
+		html_time(r->out, json_number_value(json_object_get(rec,
+		    "at")));
+		html_raw(r->out, ", set by ");
+		html_str(r->out, report_jstr(rec, "by") != NULL ?
+		    report_jstr(rec, "by") : "?");
+		html_raw(r->out, ": ");
+		budget_value(r->out, rec, "max_cells", "");
+		budget_value(r->out, rec, "deadline", " s");
+		budget_value(r->out, rec, "max_tokens", "");
+		budget_value(r->out, rec, "max_cost", " USD");
+		budget_value(r->out, rec, "max_same_failure", "");
+		budget_value(r->out, rec, "max_parallel_calls", "");
 		html_raw(r->out, "</li>\n");
 	}
 	if (n > 0)
@@ -366,6 +468,7 @@ report_page(const struct report *r, const char *nonce)
 	warnings(r);
 	stops(r);
 	notes(r);
+	budgets(r);
 	report_timeline(r);
 	report_chart(r);
 	report_table(r);

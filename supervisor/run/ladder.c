@@ -16,6 +16,10 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/size.h"
 
 #define DUMP_WAIT_MS 100	/* stack dump signal -> SIGKILL, at most */
 #define DUMP_QUIET_MS 5		/* ... or this long after the dump arrived */
@@ -45,16 +49,17 @@ ladder_arm(struct runner *r, uint64_t ms)
 	step_to(r, LADDER_ARMED, ms, on_deadline);
 }
 
-/* The front end hears each step of the ladder. */
+/* The front end hears each step of the ladder, and why it runs: the
+ * cell's timeout, or who ended the cell early. */
 static void
 tell_kill(struct runner *r, enum ladder_step step)
 {
-	char why[96];
+	char why[128], ran[96];
 
 	if (r->ops.kill == NULL || r->current == NULL)
 		return;
-	(void)snprintf(why, sizeof why, "the cell exceeded its %.3g s timeout",
-	    (double)r->cfg.cell_timeout_ms / 1000.0);
+	ladder_why(r, ran, sizeof ran);
+	(void)snprintf(why, sizeof why, "the cell %s", ran);
 	r->ops.kill(r->ctx, r->current, step, why);
 }
 
@@ -115,6 +120,8 @@ on_deadline(struct loop *l, void *ctx)
 		return;
 	r->ladder.deadline_us = loop_now_us();
 	r->current->timeout_stage = TIMEOUT_INTERRUPTED;
+	if (r->ladder.expired_by[0] != '\0' && r->current->ended_by == NULL)
+		r->current->ended_by = strdup(r->ladder.expired_by);
 	tell_kill(r, LADDER_INTERRUPTED);
 	(void)worker_interrupt(r->w);
 	step_to(r, LADDER_INTERRUPTED, r->cfg.grace_ms, on_grace);
@@ -148,12 +155,15 @@ runner_expire(struct runner *r, const char *who)
 void
 ladder_why(const struct runner *r, char *buf, size_t len)
 {
-	if (r->ladder.expired_by[0] != '\0')
+	char secs[32];
+
+	if (r->ladder.expired_by[0] != '\0') {
 		(void)snprintf(buf, len, "was ended early by %s",
 		    r->ladder.expired_by);
-	else
-		(void)snprintf(buf, len, "exceeded its %.3g s timeout",
-		    (double)r->cfg.cell_timeout_ms / 1000.0);
+		return;
+	}
+	size_plain((double)r->cfg.cell_timeout_ms / 1000.0, secs, sizeof secs);
+	(void)snprintf(buf, len, "exceeded its %s s timeout", secs);
 }
 
 void

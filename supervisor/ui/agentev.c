@@ -1,8 +1,9 @@
 /*
  * agentev.c - the agent run's observer that writes its event stream
  * (`agentz --json`, events.h; the schema is README.md's "The event
- * stream"): the run's start and end, stops, cells, kills, repairs, model
- * requests and outage waits. Nothing is built while the stream is off
+ * stream"): the run's start and end, stops, cells, kills (and who ended
+ * the cell), repairs, the operator's budgets, model requests and outage
+ * waits. Nothing is built while the stream is off
  * (see listen.h).
  */
 #include "supervisor/ui/listen.h"
@@ -201,8 +202,19 @@ ev_kill(void *ctx, const struct cell *c, enum ladder_step step,
 	(void)ctx;
 	if (!events_enabled())
 		return;
-	events_emit("kill", json_pack("{s:i, s:s, s:o}", "cell", (int)c->n,
-	    "stage", kill_stage(step), "reason", events_str(why)));
+	events_emit("kill", json_pack("{s:i, s:s, s:o, s:o}", "cell",
+	    (int)c->n, "stage", kill_stage(step), "reason", events_str(why),
+	    "ended_by", events_str(c->ended_by)));
+}
+
+static void
+ev_budgets(void *ctx, const struct agent_config *c, const char *by)
+{
+	(void)ctx;
+	if (!events_enabled())
+		return;
+	events_emit("budgets", json_pack("{s:o, s:o}", "by", events_str(by),
+	    "limits", run_limits(c)));
 }
 
 static void
@@ -323,6 +335,7 @@ ui_events_observer(struct agent_observer *o, const struct ui_opts *u)
 	o->cell_end = ev_cell_end;
 	o->kill = ev_kill;
 	o->repair = ev_repair;
+	o->budgets = ev_budgets;
 	o->request_start = ev_request_start;
 	o->request_end = ev_request_end;
 	o->outage = ev_outage;

@@ -37,7 +37,9 @@ SCHEMA = {
     "cell_end": ({
         "cell": INT, "status": STR, "kind": (STR, NULL),
         "live_output_dropped": INT, "record": DICT}, {}),
-    "kill": ({"cell": INT, "stage": STR, "reason": STR}, {}),
+    "kill": ({"cell": INT, "stage": STR, "reason": STR,
+              "ended_by": (STR, NULL)}, {}),
+    "budgets": ({"by": (STR, NULL), "limits": DICT}, {}),
     "rollback": ({"cell": INT, "namespace": STR},
                  {"to_before_cell": INT, "threads_lost": ANY}),
     "repair": ({
@@ -61,6 +63,10 @@ SUB = {
         "max_output_tokens": INT, "max_retries": INT,
         "outage_patience": NUM, "output_limit": INT, "memory_limit": INT},
     ("run_start", "limits"): {
+        k: (NUM, NULL) for k in ("max_cells", "deadline", "max_tokens",
+                                 "max_cost", "max_same_failure",
+                                 "max_restarts")},
+    ("budgets", "limits"): {
         k: (NUM, NULL) for k in ("max_cells", "deadline", "max_tokens",
                                  "max_cost", "max_same_failure",
                                  "max_restarts")},

@@ -3,8 +3,8 @@
  * back for --resume, typed: the run record, the last usage, the resumes,
  * the stop at the end, the operator's stop, cells restored with their
  * journal places (one cut by the restart), successors keyed by cell (the
- * last one wins), the notes after the last note_delivered, and the model
- * calls cut by the restart.
+ * last one wins), the notes after the last note_delivered, the model
+ * calls cut by the restart, and the last budgets the operator set.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -228,6 +228,39 @@ test_past_empty(void **state)
 	journal_close(j);
 }
 
+static void
+test_past_budgets(void **state)
+{
+	static const char text[] =
+	    R("\"type\":\"run\",\"task\":\"t\",\"model\":\"m\",\"at\":1")
+	    R("\"type\":\"budgets\",\"by\":\"operator\",\"max_cells\":3,"
+		"\"deadline\":10,\"max_tokens\":0,\"max_cost\":0,"
+		"\"max_same_failure\":2,\"max_parallel_calls\":4,\"at\":2")
+	    R("\"type\":\"budgets\",\"by\":\"operator\",\"max_cells\":7,"
+		"\"deadline\":3600.5,\"max_tokens\":900,\"max_cost\":1.5,"
+		"\"at\":3");
+	struct journal *j;
+	struct journal_past *p = past_of("budgets.jsonl", text, &j);
+	struct past_budgets b;
+
+	(void)state;
+	/* the last one wins; the fields it lacks say -1 */
+	assert_int_equal(journal_past_budgets(p, &b), 1);
+	assert_int_equal(b.max_cells, 7);
+	assert_true(b.deadline == 3600.5 && b.max_cost == 1.5 && b.at == 3);
+	assert_int_equal(b.max_tokens, 900);
+	assert_int_equal(b.max_same_failure, -1);
+	assert_int_equal(b.max_parallel_calls, -1);
+	assert_string_equal(b.by, "operator");
+	journal_past_free(p);
+	journal_close(j);
+	/* none in a journal without one */
+	p = past_of("nobudgets.jsonl", run_text, &j);
+	assert_int_equal(journal_past_budgets(p, &b), 0);
+	journal_past_free(p);
+	journal_close(j);
+}
+
 int
 main(void)
 {
@@ -237,6 +270,7 @@ main(void)
 		cmocka_unit_test(test_past_notes_and_calls),
 		cmocka_unit_test(test_past_ended),
 		cmocka_unit_test(test_past_empty),
+		cmocka_unit_test(test_past_budgets),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
