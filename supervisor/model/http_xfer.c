@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/size.h"
+
 static void req_idle(struct loop *l, void *ctx);
 
 /* Ends r: no more attempts, done with *res, then r is freed. */
@@ -186,6 +188,7 @@ req_idle(struct loop *l, void *ctx)
 	struct http_req *r = ctx;
 	uint64_t now = loop_now_us();
 	uint64_t due = r->last_us + (uint64_t)r->idle_ms * 1000;
+	char secs[32];
 
 	r->idle_timer = 0;
 	if (now < due) {
@@ -195,8 +198,9 @@ req_idle(struct loop *l, void *ctx)
 			return;
 	}
 	http_req_stop(r);
+	size_plain((double)r->idle_ms / 1000.0, secs, sizeof secs);
 	(void)snprintf(r->errbuf, sizeof r->errbuf,
-	    "no data received for %g s", (double)r->idle_ms / 1000.0);
+	    "no data received for %s s", secs);
 	http_req_attempt_done(r, CURLE_OPERATION_TIMEDOUT);
 }
 
@@ -205,11 +209,13 @@ req_deadline(struct loop *l, void *ctx)
 {
 	struct http_req *r = ctx;
 	struct http_result res = { 0 };
+	char secs[32];
 
 	(void)l;
 	r->deadline_timer = 0;
-	(void)snprintf(r->msg, sizeof r->msg, "request timed out after %g s",
-	    (double)r->timeout_ms / 1000.0);
+	size_plain((double)r->timeout_ms / 1000.0, secs, sizeof secs);
+	(void)snprintf(r->msg, sizeof r->msg, "request timed out after %s s",
+	    secs);
 	res.error = r->msg;
 	res.transport = 1;
 	res.timed_out = 1;
