@@ -10,7 +10,7 @@
  * the cell's timeout_stage; the record's detail text is written when
  * the record is finished (ladder_text).
  *
- * May include: runner_impl.h, common/log.h.
+ * May include: runner_impl.h, common/log.h, common/size.h.
  */
 #include "supervisor/run/runner_impl.h"
 
