@@ -187,15 +187,20 @@ void
 agent_calls_cell_over(struct agent *a, struct cell *c)
 {
 	struct pending *p;
-	char why[96];
+	char why[160];
 
 	hosttools_cell_over(a->host, c->n);
 	(void)snprintf(why, sizeof why, "Cell %u has finished: the model call "
 	    "waiting for a free slot was not started", c->n);
 	drop_waiting(a, 0, c->n, 0, why);
 	if (c->timeout_stage != TIMEOUT_NONE) {
-		(void)snprintf(why, sizeof why, "cell %u exceeded its timeout: "
-		    "its model call was cancelled", c->n);
+		if (c->ended_by != NULL)	/* the operator's, say */
+			(void)snprintf(why, sizeof why, "cell %u was ended "
+			    "early by %.64s: its model call was cancelled",
+			    c->n, c->ended_by);
+		else
+			(void)snprintf(why, sizeof why, "cell %u exceeded its "
+			    "timeout: its model call was cancelled", c->n);
 		note_cancelled(c, end_calls(a, 0, c->n, 0, why));
 		return;
 	}

@@ -123,6 +123,43 @@ def test_kill_cell_on_the_terminal_line(tmp_path, rt):
     assert "exceeded" not in line
 
 
+def test_kill_cell_says_so_to_a_cancelled_call(tmp_path, rt):
+    # a thread's call_me, held by the server, is cancelled by kill-cell:
+    # the thread's ModelError names the operator, not a timeout
+    cell1 = """
+        import threading, time
+        res = []
+        def work():
+            try:
+                call_me(input='HELD-CALL')
+            except Exception as e:
+                res.append((type(e).__name__, str(e)))
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        print('C1', flush=True)
+        time.sleep(300)
+        """
+    script = first(cell1) + [
+        {"match": "HELD-CALL", "hold": "never", "text": "never sent"},
+        {"match": "Repair the failed cell", "next_cell": {
+            "code": "t.join(60)\nprint('RES', res)\nquit()\n"}},
+        {"text": "ok"}]
+    with ModelServer(script) as srv:
+        run = Run(srv, tmp_path, "opcall", rt)
+        try:
+            run.wait_out("C1")
+            # cell 0's call and its follow-up, then the held call
+            assert srv.wait_for_requests(3, timeout=30 * SLOW), srv.requests
+            assert inputs(srv, "HELD-CALL"), srv.requests
+            assert run.ctl("kill-cell")[0] == 0
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
+    assert "RES [('ModelError', 'cell 1 was ended early by the operator " \
+        "(kill-cell): its model call was cancelled')]" in run.out.decode(), \
+        run.show()
+
+
 # --- a timeout keeps its label, its seconds written plainly ----------------------
 
 def test_a_timeout_says_its_seconds_plainly(tmp_path, rt):
