@@ -1,6 +1,6 @@
 /*
  * agentev.c - the agent run's observer that writes its event stream
- * (`agentz --json`, events.h; the schema is README.md's "The event
+ * (`agentz --json`, events.h; the schema is docs/operating.md's "The event
  * stream"): the run's start and end, stops, cells, kills, repairs, model
  * requests and outage waits. Nothing is built while the stream is off
  * (see listen.h).
