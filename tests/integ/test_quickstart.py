@@ -156,3 +156,77 @@ def test_readme_links_each_doc():
         for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", body):
             target = os.path.join(os.path.dirname(path), link)
             assert os.path.exists(target), (doc, link)
+
+
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def example_env(srv, home):
+    env = {"PATH": os.path.dirname(BUILD + "/agentz") + ":" +
+           os.environ.get("PATH", "/usr/bin:/bin"),
+           "HOME": str(home), "LANG": "C.UTF-8",
+           "OPENAI_BASE_URL": srv.base_url}
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    return env
+
+
+@pytest.mark.parametrize("name", ["memory-ceiling.sh", "survive-kill.sh"])
+def test_examples_parse(tmp_path, name):
+    """Each example's command line runs (its options parse, its folders
+    are made) against the bundled server, whose model quits at once."""
+    with open(os.path.join(EXAMPLES, "README.md"), encoding="utf-8") as f:
+        assert f"sh examples/{name}" in f.read(), name
+    with ModelServer(submit("quit()")) as srv:
+        p = subprocess.run(["sh", os.path.join(EXAMPLES, name)],
+                           cwd=tmp_path, env=example_env(srv, tmp_path),
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=60 * SLOW)
+        asked = len(srv.requests)
+    out = f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    assert p.returncode == 0 and asked >= 1, out
+    base = tmp_path / "agentz-examples" / name[:-3]
+    assert (base / "journal.jsonl").is_file(), out
+    assert (base / "workspace" / ".agentz-workspace").exists(), out
+
+
+def read_env_file(path):
+    """KEY=VALUE lines as systemd's EnvironmentFile= reads them (comments,
+    blank lines, one pair of double quotes removed)."""
+    env = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            k, v = line.split("=", 1)
+            if len(v) >= 2 and v[0] == v[-1] == '"':
+                v = v[1:-1]
+            env[k] = v
+    return env
+
+
+def test_example_env_file_parses(tmp_path):
+    """The instance file, run as the unit's ExecStart runs it (its
+    AGENTZ_OPTS split at spaces, the task one argument), against the
+    bundled server."""
+    f = read_env_file(os.path.join(EXAMPLES, "agentz-example.env"))
+    assert set(f) == {"AGENTZ_TASK", "AGENTZ_MODEL", "OPENAI_BASE_URL",
+                      "AGENTZ_OPTS"}, f
+    unit = open(os.path.join(ROOT, "systemd", "agentz@.service")).read()
+    assert "--resume $AGENTZ_OPTS" in unit and '"${AGENTZ_TASK}"' in unit
+    state = tmp_path / "state"
+    (state / "workspace").mkdir(parents=True)
+    with ModelServer(submit("quit()")) as srv:
+        env = example_env(srv, tmp_path)
+        env.update({k: v for k, v in f.items() if k != "OPENAI_BASE_URL"})
+        p = subprocess.run(
+            [BUILD + "/agentz", "--journal", str(state / "journal.jsonl"),
+             "--workspace", str(state / "workspace"), "--resume",
+             *f["AGENTZ_OPTS"].split(), f["AGENTZ_TASK"]],
+            cwd=state, env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=60 * SLOW)
+        models = {b.get("model") for b in srv.bodies if b}
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    assert models == {f["AGENTZ_MODEL"]}, models
