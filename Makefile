@@ -278,40 +278,45 @@ INST_FILES = $(PREFIX)/bin/agentz $(PREFIX)/bin/agentz-worker \
 	$(addprefix $(DOCDIR)/,$(INST_DOCS))
 PREFIXED = sed 's|/usr/local|$(PREFIX)|g'
 
-# The unit and the man page with their paths under PREFIX (made at each
-# install and uninstall: PREFIX is not a file make could compare).
-prefixed = mkdir -p $(O)/inst && $(PREFIXED) systemd/agentz@.service \
-	> $(O)/inst/agentz@.service && $(PREFIXED) man/agentz.1 \
-	> $(O)/inst/agentz.1
+# The unit and the man page are written with their paths under PREFIX
+# straight into DESTDIR (no file in the build folder: two installs with
+# different PREFIXes may run at once).
+UNIT_DST = $(DESTDIR)/etc/systemd/system/agentz@.service
+ENV_DST  = $(DESTDIR)/etc/agentz/example.env
 
 install: all
-	$(prefixed)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/systemd/system \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(DOCDIR)/docs \
 	    $(DESTDIR)$(DOCDIR)/examples \
 	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 755 $(O)/agentz $(O)/agentz-worker $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(O)/inst/agentz@.service $(DESTDIR)/etc/systemd/system/
-	install -m 644 $(O)/inst/agentz.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	$(PREFIXED) systemd/agentz@.service > $(UNIT_DST)
+	chmod 644 $(UNIT_DST)
+	$(PREFIXED) man/agentz.1 > $(DESTDIR)$(PREFIX)/share/man/man1/agentz.1
+	chmod 644 $(DESTDIR)$(PREFIX)/share/man/man1/agentz.1
 	install -m 644 man/agentz.bash \
 	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/agentz
 	for f in $(INST_DOCS); do \
 	    install -m 644 $$f $(DESTDIR)$(DOCDIR)/$$f || exit 1; done
 	install -d -m 755 $(DESTDIR)/etc/agentz
-	test -e $(DESTDIR)/etc/agentz/example.env || install -m 600 \
-	    examples/agentz-example.env $(DESTDIR)/etc/agentz/example.env
+	test -e $(ENV_DST) || install -m 600 examples/agentz-example.env \
+	    $(ENV_DST)
 
+# The unit and example.env go only while they are as installed.
 uninstall:
-	@$(prefixed)
 	rm -f $(addprefix $(DESTDIR),$(INST_FILES))
 	@rmdir $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/examples \
 	    $(DESTDIR)$(DOCDIR) 2>/dev/null || true
-	@for p in "$(O)/inst/agentz@.service /etc/systemd/system/agentz@.service" \
-	    "examples/agentz-example.env /etc/agentz/example.env"; do \
-	    set -- $$p; f=$(DESTDIR)$$2; [ -e "$$f" ] || continue; \
-	    if cmp -s "$$1" "$$f"; then echo "rm -f $$f"; rm -f "$$f"; \
-	    else echo "uninstall: $$f was changed since install: kept"; fi; \
-	done
+	@if [ -e $(UNIT_DST) ]; then \
+	    if $(PREFIXED) systemd/agentz@.service | cmp -s - $(UNIT_DST); \
+	    then echo "rm -f $(UNIT_DST)"; rm -f $(UNIT_DST); \
+	    else echo "uninstall: $(UNIT_DST) was changed since install:" \
+		"kept"; fi; fi
+	@if [ -e $(ENV_DST) ]; then \
+	    if cmp -s examples/agentz-example.env $(ENV_DST); \
+	    then echo "rm -f $(ENV_DST)"; rm -f $(ENV_DST); \
+	    else echo "uninstall: $(ENV_DST) was changed since install:" \
+		"kept"; fi; fi
 	@rmdir $(DESTDIR)/etc/agentz 2>/dev/null || true
 
 # clang-tidy: the checks in .clang-tidy, every C file of both binaries,
