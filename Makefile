@@ -9,6 +9,8 @@
 #   make fuzz       libFuzzer on the frame decoder, the JSON scanner and
 #                   the SSE parser, bounded time
 #   make lint       clang-tidy, cppcheck, header self-containment
+#   make install    binaries, unit, man page, completion, docs (PREFIX,
+#                   DESTDIR); make uninstall removes them
 #
 # Variants never mix: O=build (default), SAN=1 -> build-san, CC=clang ->
 # build-clang (build-san-clang with SAN=1).
@@ -88,12 +90,15 @@ $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
 .PHONY: all deps check check-systemd fixtures unit integ demo bench fuzz lint \
-	check-headers clean verify-units install report-demo
+	check-headers clean verify-units install uninstall report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
+# DEPS=demo: only what make demo needs (make demo sets it).
+DEPS ?= build
 deps:
-	@scripts/install-deps --check || { echo "agentz: installing missing" \
-	    "build and test dependencies (apt-get)" >&2; scripts/install-deps; }
+	@scripts/install-deps --check $(DEPS) || { echo "agentz: installing" \
+	    "missing $(DEPS) dependencies (apt-get)" >&2; \
+	    scripts/install-deps $(DEPS); }
 
 $(O)/%.o: %.c | deps
 	@mkdir -p $(@D)
@@ -168,7 +173,10 @@ check-systemd: all
 	AGENTZ_BUILD=$(CURDIR)/$(O) $(PY) -m pytest -q -p no:cacheprovider \
 	    tests/systemd
 
-demo: all
+# Only the demo's packages (a C compiler, the -dev libraries, python3):
+# never clang, the test tools or chromium.
+demo:
+	$(MAKE) DEPS=demo all
 	$(PY) scripts/demo.py $(O)
 
 # The demo run with a journal, its report, and a screenshot of the report
@@ -253,11 +261,63 @@ verify-units: all
 	    systemd/agentz@.service > $(O)/systemd/agentz@lint.service
 	systemd-analyze verify $(O)/systemd/agentz@lint.service
 
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binaries, the unit
+# (its paths under PREFIX), the man page, bash completion, README, docs/
+# and examples/ in PREFIX/share/doc/agentz, and /etc/agentz/example.env
+# (never over one that is there). make uninstall removes exactly that;
+# the unit and example.env only while they are as installed (an edited
+# one stays, and is named).
 PREFIX ?= /usr/local
+DOCDIR  = $(PREFIX)/share/doc/agentz
+INST_DOCS := README.md docs/operating.md docs/security.md docs/internals.md \
+	docs/report-demo.png examples/README.md examples/memory-ceiling.sh \
+	examples/survive-kill.sh examples/agentz-example.env
+INST_FILES = $(PREFIX)/bin/agentz $(PREFIX)/bin/agentz-worker \
+	$(PREFIX)/share/man/man1/agentz.1 \
+	$(PREFIX)/share/bash-completion/completions/agentz \
+	$(addprefix $(DOCDIR)/,$(INST_DOCS))
+PREFIXED = sed 's|/usr/local|$(PREFIX)|g'
+
+# The unit and the man page are written with their paths under PREFIX
+# straight into DESTDIR (no file in the build folder: two installs with
+# different PREFIXes may run at once).
+UNIT_DST = $(DESTDIR)/etc/systemd/system/agentz@.service
+ENV_DST  = $(DESTDIR)/etc/agentz/example.env
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/systemd/system
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/systemd/system \
+	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(DOCDIR)/docs \
+	    $(DESTDIR)$(DOCDIR)/examples \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 755 $(O)/agentz $(O)/agentz-worker $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 systemd/agentz@.service $(DESTDIR)/etc/systemd/system/
+	$(PREFIXED) systemd/agentz@.service > $(UNIT_DST)
+	chmod 644 $(UNIT_DST)
+	$(PREFIXED) man/agentz.1 > $(DESTDIR)$(PREFIX)/share/man/man1/agentz.1
+	chmod 644 $(DESTDIR)$(PREFIX)/share/man/man1/agentz.1
+	install -m 644 man/agentz.bash \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/agentz
+	for f in $(INST_DOCS); do \
+	    install -m 644 $$f $(DESTDIR)$(DOCDIR)/$$f || exit 1; done
+	install -d -m 755 $(DESTDIR)/etc/agentz
+	test -e $(ENV_DST) || install -m 600 examples/agentz-example.env \
+	    $(ENV_DST)
+
+# The unit and example.env go only while they are as installed.
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INST_FILES))
+	@rmdir $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/examples \
+	    $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	@if [ -e $(UNIT_DST) ]; then \
+	    if $(PREFIXED) systemd/agentz@.service | cmp -s - $(UNIT_DST); \
+	    then echo "rm -f $(UNIT_DST)"; rm -f $(UNIT_DST); \
+	    else echo "uninstall: $(UNIT_DST) was changed since install:" \
+		"kept"; fi; fi
+	@if [ -e $(ENV_DST) ]; then \
+	    if cmp -s examples/agentz-example.env $(ENV_DST); \
+	    then echo "rm -f $(ENV_DST)"; rm -f $(ENV_DST); \
+	    else echo "uninstall: $(ENV_DST) was changed since install:" \
+		"kept"; fi; fi
+	@rmdir $(DESTDIR)/etc/agentz 2>/dev/null || true
 
 # clang-tidy: the checks in .clang-tidy, every C file of both binaries,
 # findings as errors. cppcheck: variableScope off, KNF declares at the top

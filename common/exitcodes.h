@@ -1,6 +1,6 @@
 /*
  * exitcodes.h - the exit statuses of agentz (the supervisor process), as
- * README.md's "Running an agent" lists them; every command (agent runs,
+ * README.md's "Exit codes" lists them; every command (agent runs,
  * exec, ctl, report) ends with one.
  */
 #ifndef AGENTZ_EXITCODES_H

@@ -67,8 +67,8 @@ static const char exec_help[] =
 static const char worker_help[] =
     "cells and the worker:\n"
     "  --json               stdout is JSON only: an agent run's events, one a\n"
-    "                       line (README, \"The event stream\"); agentz exec:\n"
-    "                       one record per cell\n"
+    "                       line (docs/operating.md, \"The event stream\");\n"
+    "                       agentz exec: one record per cell\n"
     "  -v, --verbose        more diagnostics\n"
     "  --output-limit SIZE  output kept per cell, head+tail (default 1M)\n"
     "  --cell-timeout SECS  wall-clock limit per cell (default 3600)\n"

@@ -1,9 +1,9 @@
 /*
  * agentev.c - the agent run's observer that writes its event stream
- * (`agentz --json`, events.h; the schema is README.md's "The event
- * stream"): the run's start and end, stops, cells, kills (and who ended
- * the cell), repairs, the operator's budgets, model requests and outage
- * waits. Nothing is built while the stream is off
+ * (`agentz --json`, events.h; the schema is docs/operating.md's "The
+ * event stream"): the run's start and end, stops, cells, kills (and who
+ * ended the cell), repairs, the operator's budgets, model requests and
+ * outage waits. Nothing is built while the stream is off
  * (see listen.h).
  */
 #include "supervisor/ui/listen.h"

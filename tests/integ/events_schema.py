@@ -1,5 +1,5 @@
 """The schema of `agentz --json "task"`'s event stream (version 1), as
-README.md documents it ("The event stream"), as a table; validate() checks
+docs/operating.md documents it ("The event stream"), as a table; validate() checks
 one event against it, parse() every line of a stream, check_stream() the
 stream's order. Used by test_events.py.
 """

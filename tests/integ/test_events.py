@@ -1,6 +1,6 @@
 """Issue 13, item 3: `agentz --json "task"` prints the run as an event
 stream on stdout, one JSON object a line, every one validated against the
-schema README.md documents ("The event stream", version 1), kept as a
+schema docs/operating.md documents ("The event stream", version 1), kept as a
 table in events_schema.py.
 
 Scripted runs (tests/integ/model_server.py) between them make every event
@@ -273,11 +273,11 @@ def test_outage_gave_up(tmp_path):
 
 
 def test_all_event_types_are_documented_and_seen(tmp_path):
-    """The README documents every type the schema here has, with its
-    version; the runs above make every type appear but budgets (only an
-    operator's `agentz ctl RUN budgets` sends it: test_labels.py)."""
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    sec = readme[readme.index("### The event stream"):]
+    """docs/operating.md documents every type the schema here has, with
+    its version; the runs above make every type appear but budgets (only
+    an operator's `agentz ctl RUN budgets` sends it: test_labels.py)."""
+    readme = open(os.path.join(ROOT, "docs", "operating.md")).read()
+    sec = readme[readme.index("## The event stream"):]
     sec = sec[:sec.index("\n## ", 1) if "\n## " in sec else len(sec)]
     for typ in SCHEMA:
         assert f"`{typ}`" in sec, typ
