@@ -132,6 +132,19 @@ on_outage(void *ctx, const struct model_outage *o)
 	record_outage(a, o);
 }
 
+/* Before the model ever answered, it said the set-up is wrong (model.h):
+ * no waiting or repair fixes that; the run stops (exit 2, as a usage
+ * error), journaled and shown like any stop. */
+static void
+on_setup_error(void *ctx, const char *why)
+{
+	struct agent *a = ctx;
+	char line[1100];
+
+	(void)snprintf(line, sizeof line, "stopping: %s", why);
+	agent_stop(a, EXIT_USAGE, line);
+}
+
 int
 agent_setup_model(struct agent *a)
 {
@@ -155,8 +168,12 @@ agent_setup_model(struct agent *a)
 		return -1;
 	}
 	if ((key == NULL || *key == '\0') && a->cfg.needs_key) {
+		char *at = model_url_shown(a->cfg.base_url);
+
 		log_warnx("OPENAI_API_KEY is not set (in the environment or "
-		    "./.env), and the model is at %s", a->cfg.base_url);
+		    "./.env), and the model is at %s", at != NULL ? at :
+		    "api.openai.com");
+		free(at);
 		return -1;
 	}
 	a->instructions = make_instructions(&a->cfg);
@@ -184,5 +201,6 @@ agent_setup_model(struct agent *a)
 	if (a->model == NULL)
 		return -1;
 	model_set_outage_observer(a->model, on_outage, a);
+	model_set_setup_observer(a->model, on_setup_error, a);
 	return 0;
 }

@@ -373,7 +373,13 @@ int
 agent_resume(struct agent *a)
 {
 	struct cell *last = restore_cells(a);
+	struct past_successor succ;
 
+	/* the model answered in an earlier start: its set-up works, and an
+	 * error now is an ordinary one (model.h: set-up errors) */
+	if (runner_cells(a->runner)->n > 1 ||
+	    journal_past_successor(a->past, 0, &succ))
+		model_set_answered(a->model);
 	log_info("resuming: %zu cells in %s (restart %zu)",
 	    runner_cells(a->runner)->n, a->cfg.journal,
 	    journal_past_resumes(a->past) + 1);

@@ -114,6 +114,10 @@ run(const struct config *c)
 	wpath = config_worker_path(c);
 	if (wpath == NULL)
 		fatal("agent: worker path");
+	if (config_check(c, "agentz", wpath) < 0) {	/* said why */
+		free(wpath);
+		return EXIT_USAGE;
+	}
 	agent_settings(&ac, c, wpath);
 	ui_settings(&u, c);
 	n = observers(obs, &u);
@@ -134,7 +138,13 @@ agentcli_main(int argc, char **argv)
 		return rc > 0 ? EXIT_OK : EXIT_USAGE;
 	}
 	log_init("agentz", c.verbose);
-	if ((c.resume && c.journal == NULL) || c.nargs > 1 ||
+	if (c.resume && c.journal == NULL) {
+		(void)fprintf(stderr, "agentz: --resume needs --journal FILE "
+		    "(or AGENTZ_JOURNAL): the journal of the run to continue\n");
+		config_clear(&c);
+		return EXIT_USAGE;
+	}
+	if (c.nargs > 1 ||
 	    (!c.resume && (c.nargs != 1 || *c.args[0] == '\0'))) {
 		(void)fprintf(stderr, "agentz: give the task as one argument, "
 		    "e.g. agentz \"summarise README.md\", or --resume with "

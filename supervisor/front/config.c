@@ -15,9 +15,12 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "common/size.h"
 #include "supervisor/front/confighelp.h"
 #include "proto/proto.h"
+#include "supervisor/text/secrets.h"
 
 
 /* The values of --snapshot and --isolation, in their enums' order
@@ -512,6 +515,53 @@ config_worker_path(const struct config *c)
 		(void)snprintf(p, (size_t)n + 32, "%.*s/agentz-worker",
 		    (int)(slash - self), self);
 	return p;
+}
+
+/* --pass-env NAME naming a secret: said once per name, never passed
+ * (secrets.h: a secret's value never reaches the worker). */
+static void
+warn_secret_pass_env(const struct config *c, const char *cmd)
+{
+	size_t i, j;
+
+	for (i = 0; i < c->npass_env; i++) {
+		const char *n = c->pass_env[i];
+
+		for (j = 0; j < i && strcmp(c->pass_env[j], n) != 0; j++)
+			;
+		if (j == i && secrets_is_secret_name(n, strlen(n)))
+			(void)fprintf(stderr, "%s: warning: --pass-env %s names a "
+			    "secret (OPENAI_API_KEY, *_API_KEY, *_TOKEN, "
+			    "*_SECRET, *_PASSWORD or AGENTZ_SECRETS): it is not "
+			    "passed, the cell cannot read it\n", cmd, n);
+	}
+}
+
+int
+config_check(const struct config *c, const char *cmd, const char *wpath)
+{
+	const char *why = NULL;
+	struct stat st;
+
+	warn_secret_pass_env(c, cmd);
+	if (stat(wpath, &st) < 0)
+		why = errno == ENOENT ? "no such file" : strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		why = "a directory, not the agentz-worker executable";
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (access(wpath, X_OK) < 0)
+		why = "not executable";
+	if (why == NULL)
+		return 0;
+	if (c->worker_path != NULL)
+		(void)fprintf(stderr, "%s: invalid --worker '%s': %s\n", cmd,
+		    wpath, why);
+	else
+		(void)fprintf(stderr, "%s: the worker %s: %s (install "
+		    "agentz-worker next to agentz, or give --worker PATH)\n",
+		    cmd, wpath, why);
+	return -1;
 }
 
 int

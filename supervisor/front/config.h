@@ -84,6 +84,13 @@ void config_clear(struct config *c);
 /* agentz-worker next to our own executable, unless --worker says. */
 char *config_worker_path(const struct config *c);
 /*
+ * The set-up checks made before anything starts (cmd as for
+ * config_parse): the worker wpath must be an executable file (else one
+ * line naming it and why: -1, a usage error), and each --pass-env name
+ * that is a secret's is said once on stderr: it is not passed (0).
+ */
+int config_check(const struct config *c, const char *cmd, const char *wpath);
+/*
  * 1 when a run against base_url needs an API key: its host is OpenAI's
  * (api.openai.com, any case, with or without a port or trailing dot).
  * Other servers (a local model, a proxy) may need none: 0.

@@ -376,7 +376,8 @@ exec_main(int argc, char **argv)
 	if (wpath == NULL)
 		fatal("exec: worker path");
 	config_view(&vo, &x.cfg);
-	if (view_init(&x.view, &vo, wpath, "agentz exec") < 0) {
+	if (config_check(&x.cfg, "agentz exec", wpath) < 0 ||
+	    view_init(&x.view, &vo, wpath, "agentz exec") < 0) {
 		exec_free(&x);
 		free(wpath);
 		return EXIT_USAGE;

@@ -343,3 +343,19 @@ http_url_check(const char *url, char *why, size_t len)
 	curl_url_cleanup(u);
 	return ok ? 0 : -1;
 }
+
+char *
+http_url_shown(const char *url)
+{
+	CURLU *u = curl_url();
+	char *got = NULL, *out = NULL;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_URL, &got, 0) == CURLUE_OK)
+		out = strdup(got);
+	curl_free(got);
+	curl_url_cleanup(u);
+	return out;
+}

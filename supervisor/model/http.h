@@ -150,6 +150,12 @@ uint64_t http_post(struct http *h, const struct http_request_opts *o,
  * ("no scheme", "scheme ftp is not http or https", ...) in why.
  */
 int http_url_check(const char *url, char *why, size_t len);
+/*
+ * url as it may be shown: without its user name and password (they may
+ * be a secret). Malloc'ed; NULL when url does not parse (then it is not
+ * shown at all) or ENOMEM.
+ */
+char *http_url_shown(const char *url);
 uint64_t http_outage_delay_ms(unsigned n, uint64_t retry_after_ms);
 
 /* Stops request id at once, in flight or waiting to retry; no callback

@@ -55,11 +55,15 @@ model_new(struct loop *l, const struct model_config *c, struct hosttools *h,
 		n--;
 	if (asprintf(&m->url, "%.*s/responses", (int)n, c->base_url) < 0)
 		m->url = NULL;
+	/* user:password@ may be a secret: never said */
+	m->shown = m->url != NULL ? http_url_shown(m->url) : NULL;
+	if (m->shown == NULL)
+		m->shown = strdup("the model's URL");
 	if (c->api_key != NULL && asprintf(&m->auth, "Authorization: Bearer "
 	    "%s", c->api_key) < 0)
 		m->auth = NULL;
 	m->http = http_new(l);
-	if (m->url == NULL || m->http == NULL) {
+	if (m->url == NULL || m->shown == NULL || m->http == NULL) {
 		model_free(m);
 		return NULL;
 	}
@@ -111,6 +115,7 @@ model_free(struct model *m)
 	}
 	http_free(m->http);
 	free(m->url);
+	free(m->shown);
 	free(m->auth);
 	free(m);
 }
@@ -222,6 +227,8 @@ on_done(void *ctx, const struct http_result *r)
 	c->http_id = 0;
 	c->st.requests++;
 	c->st.attempts += r->attempts;
+	if (r->status / 100 == 2)	/* the key, the URL and the model work */
+		c->m->answered = 1;
 	if (!r->ok && !r->partial && !(r->aborted && r->status / 100 == 2)) {
 		call_failed(c, r);
 		return;
@@ -376,7 +383,7 @@ model_end(struct model *m, uint64_t id, const char *why)
 	c->http_id = 0;
 	if (c->out_tries > 0) {		/* an outage wait ends with it */
 		log_warnx("stopped waiting for the model: %s", why);
-		if (call_outage_report(c, 0, -1, why))
+		if (call_outage_report(c, 0, -1, why, NULL))
 			return 0;	/* the observer cancelled it: no done */
 	}
 	call_finish(c, NULL, "ModelError", why);	/* call_free ends a wait */

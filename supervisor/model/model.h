@@ -19,6 +19,9 @@
  * to the outage observer. The wait is only a timer: model_end() and
  * model_free() end it at once. A stream that already delivered events,
  * a 400/401/quota error and a request timeout are never waited on.
+ * Before anything answered, the first wait after a connection failure
+ * also says "no answer yet from BASE" (model_outage.hint), and an answer
+ * that says the set-up is wrong is a set-up error (below).
  */
 #ifndef AGENTZ_MODEL_H
 #define AGENTZ_MODEL_H
@@ -65,6 +68,11 @@ struct model_outage {
 	 * (the call ends with the error next). */
 	int over;
 	const char *reason;	/* the last failure, one line, never NULL */
+	/* On the first wait of m's while nothing ever answered it (the
+	 * failure a connection's, no HTTP status): "no answer yet from
+	 * BASE — is OPENAI_BASE_URL right?" (BASE without credentials),
+	 * once per model; else NULL. The model logs it (log_warnx). */
+	const char *hint;
 };
 
 typedef void model_outage_fn(void *ctx, const struct model_outage *o);
@@ -175,6 +183,27 @@ int model_seal(struct model *m, uint64_t id);
  */
 void model_set_outage_observer(struct model *m, model_outage_fn *fn,
     void *ctx);
+
+/*
+ * Set-up errors (model_setup.c). Until a request of m got an HTTP 2xx
+ * (m's set-up is then known to work), an answer no waiting can fix that
+ * says the set-up is wrong stops being a call's error only: HTTP 401 or
+ * 403 (the key), 404 (the URL or the model), 400 naming the model (its
+ * code, param or message). The observer is told first, with one line
+ * saying what failed, at which URL (without credentials) and what to
+ * check; the call then ends with its ModelError as any. After the first
+ * 2xx these are ordinary errors. It must not free m.
+ */
+typedef void model_setup_fn(void *ctx, const char *why);
+void model_set_setup_observer(struct model *m, model_setup_fn *fn,
+    void *ctx);
+/* m's set-up is known to work (a resumed run's model answered before):
+ * no set-up errors, no "no answer yet" hint. */
+void model_set_answered(struct model *m);
+
+/* url as it may be shown: without user name and password (a secret, may
+ * be). Malloc'ed; NULL when url does not parse, or ENOMEM. */
+char *model_url_shown(const char *url);
 
 /* Exact tokens from `usage` of completed responses, whole run. */
 long long model_total_tokens(const struct model *m);

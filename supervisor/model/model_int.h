@@ -2,7 +2,7 @@
  * model_int.h - private to the model client's files: model.c (the model,
  * calls and their rounds), model_stream.c (a round's stream: SSE into the
  * assembler, events forwarded with redaction), model_outage.c (failures
- * and outage waits), model_wire.c (a call's request text, its input
+ * and outage waits), model_setup.c (set-up errors), model_wire.c (a call's request text, its input
  * kept as text, and continuations), model_req.c (the request and the
  * answer as the caller sees them), rewrite.c (the request body as the
  * engine sends it) and said.c (a response as one line). Nothing else
@@ -74,6 +74,7 @@ struct model {
 	struct hosttools *h;
 	const struct redact *red;
 	char *url;
+	char *shown;		/* url without credentials: what is said */
 	char *auth;
 	struct call *calls;
 	uint64_t next_id;
@@ -81,6 +82,10 @@ struct model {
 	long patience_ms;	/* <= 0: outages are not waited out */
 	model_outage_fn *outage_fn;
 	void *outage_ctx;
+	model_setup_fn *setup_fn;
+	void *setup_ctx;
+	int answered;		/* a request got an HTTP 2xx: the set-up works */
+	int hinted;		/* "no answer yet" was said */
 	int ending;		/* model_free runs: no call starts */
 };
 
@@ -103,9 +108,21 @@ void call_failed(struct call *c, const struct http_result *r);
 /* The model answered: c's outage, if any, is over. 1 if the observer
  * cancelled c (c is freed then). */
 int call_outage_over(struct call *c);
-/* Tells the observer about c's outage. 1 when it cancelled c. */
+/* Tells the observer about c's outage (hint: model_outage.hint). 1 when
+ * it cancelled c. */
 int call_outage_report(struct call *c, double next_in, int over,
-    const char *reason);
+    const char *reason, const char *hint);
+
+/* model_setup.c */
+/* Before anything answered: r (failed) says the set-up is wrong (line:
+ * what failed, one line): the set-up observer is told. */
+void call_setup_error(struct call *c, const struct http_result *r,
+    const char *line);
+/* "no answer yet from BASE — ..." in buf when r is a connection failure
+ * before anything answered and it was not said yet (said now); else
+ * NULL. */
+const char *model_no_answer_hint(struct model *m,
+    const struct http_result *r, char *buf, size_t size);
 
 /* model_wire.c */
 /* The request text of c from its rewritten body (borrowed) and input:

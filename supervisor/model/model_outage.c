@@ -29,7 +29,7 @@ failure_text(const struct call *c, const struct http_result *r, char *buf,
 		    "HTTP error", r->attempts > 1 ? " (after retries)" : "");
 	} else {
 		(void)snprintf(buf, size, "model request to %s failed "
-		    "after %u attempt%s: %s", c->m->url, r->attempts,
+		    "after %u attempt%s: %s", c->m->shown, r->attempts,
 		    r->attempts == 1 ? "" : "s", r->error ? r->error : "?");
 	}
 	free(msg);
@@ -47,7 +47,8 @@ outage_waited(const struct call *c)
  * cancelled c (c is freed then), else 0.
  */
 int
-call_outage_report(struct call *c, double next_in, int over, const char *reason)
+call_outage_report(struct call *c, double next_in, int over, const char *reason,
+    const char *hint)
 {
 	struct model *m = c->m;
 	struct model_outage o;
@@ -65,6 +66,7 @@ call_outage_report(struct call *c, double next_in, int over, const char *reason)
 	o.tries = c->out_tries;
 	o.over = over;
 	o.reason = reason;
+	o.hint = hint;
 	m->outage_fn(m->outage_ctx, &o);
 	for (k = m->calls; k != NULL && k->id != id; k = k->next)
 		;
@@ -91,6 +93,8 @@ outage_wait(struct call *c, const struct http_result *r, const char *why)
 {
 	struct model *m = c->m;
 	uint64_t delay, waited_ms, left;
+	const char *hint;
+	char said[512];
 
 	if (!r->retryable || r->partial || r->timed_out || r->aborted ||
 	    m->patience_ms <= 0)
@@ -114,7 +118,9 @@ outage_wait(struct call *c, const struct http_result *r, const char *why)
 	log_warnx("waiting for the model: %s; next try in %.1f s (down for "
 	    "%.0f s, patience %.0f s)", why, (double)delay / 1000.0,
 	    outage_waited(c), (double)m->patience_ms / 1000.0);
-	(void)call_outage_report(c, (double)delay / 1000.0, 0, why);
+	if ((hint = model_no_answer_hint(m, r, said, sizeof said)) != NULL)
+		log_warnx("%s", hint);
+	(void)call_outage_report(c, (double)delay / 1000.0, 0, why, hint);
 	return 1;
 }
 
@@ -127,6 +133,7 @@ call_failed(struct call *c, const struct http_result *r)
 	failure_text(c, r, buf, sizeof buf);
 	if (outage_wait(c, r, buf))
 		return;
+	call_setup_error(c, r, buf);	/* a wrong key, URL or model */
 	/* answered, with an error no wait fixes: the outage is over */
 	if (!r->retryable && call_outage_over(c))
 		return;
@@ -137,7 +144,7 @@ call_failed(struct call *c, const struct http_result *r)
 	waited = outage_waited(c);
 	log_warnx("stopped waiting for the model after %.0f s: %s", waited,
 	    buf);
-	if (call_outage_report(c, 0, -1, buf))
+	if (call_outage_report(c, 0, -1, buf, NULL))
 		return;
 	(void)snprintf(out, sizeof out, "%s (the model was unavailable for "
 	    "%.0f s)", buf, waited);
@@ -152,7 +159,7 @@ call_outage_over(struct call *c)
 	if (c->out_tries == 0)
 		return 0;
 	log_warnx("the model answers again after %.0f s", outage_waited(c));
-	if (call_outage_report(c, 0, 1, "the model answers again"))
+	if (call_outage_report(c, 0, 1, "the model answers again", NULL))
 		return 1;
 	c->out_tries = 0;
 	return 0;

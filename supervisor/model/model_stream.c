@@ -85,7 +85,10 @@ int
 call_data(void *ctx, const char *p, size_t n)
 {
 	struct call *c = ctx;
-	int rc = sse_feed(c->sse, p, n);
+	int rc;
+
+	c->m->answered = 1;	/* a 2xx: the key, the URL and the model work */
+	rc = sse_feed(c->sse, p, n);
 
 	if (rc < 0)
 		c->sse_err = rc;

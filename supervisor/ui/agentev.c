@@ -79,19 +79,24 @@ ev_run_start(void *ctx, const struct agent_run_info *r)
 	json_t *price = r->price != NULL ? json_pack("{s:f, s:f, s:f}",
 	    "input", r->price->input, "cached", r->price->cached, "output",
 	    r->price->output) : json_null();
+	char *base;
 
 	aev.started = loop_wall();
 	if (!events_enabled()) {
 		json_decref(price);
 		return;
 	}
+	/* user:password@ is never said */
+	base = model_url_shown(c->base_url);
 	events_emit("run_start", json_pack("{s:o, s:o, s:o, s:o, s:b, s:o, "
 	    "s:i, s:o, s:o, s:o, s:o}", "task", events_str(r->task), "model",
-	    events_str(c->model), "base_url", events_str(c->base_url),
+	    events_str(c->model), "base_url", events_str(base != NULL ? base :
+	    c->base_url),
 	    "service_tier", events_str(c->service_tier), "resume",
 	    c->resume, "journal", events_str(c->journal), "pid",
 	    (int)getpid(), "options", run_options(c, u), "limits",
 	    run_limits(c), "price", price, "sandbox", run_sandbox(r, u)));
+	free(base);
 }
 
 /* What kind of stop an exit status is. */
@@ -293,6 +298,9 @@ ev_outage(void *ctx, const struct model_outage *o, const struct agent_req *q,
 	if (o->over == 0) {
 		(void)json_object_set_new(f, "next_try_in",
 		    json_real(o->next_try_in));
+		if (o->hint != NULL)	/* nothing ever answered */
+			(void)json_object_set_new(f, "hint",
+			    events_str(o->hint));
 		events_emit("outage_wait_start", f);
 		return;
 	}

@@ -48,7 +48,7 @@ SCHEMA = {
         "failures": INT}, {}),
     "stop": (STOP, {}),
     "budget_stop": (STOP, {}),
-    "outage_wait_start": (dict(OUTAGE, next_try_in=NUM), {}),
+    "outage_wait_start": (dict(OUTAGE, next_try_in=NUM), {"hint": STR}),
     "outage_wait_end": (dict(OUTAGE, outcome=STR), {}),
     "run_end": ({
         "exit": INT, "reason": (STR, NULL), "cells": INT, "tokens": INT,
