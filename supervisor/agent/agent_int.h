@@ -227,6 +227,10 @@ void agent_ev_totals(const struct agent *a);
 void agent_ev_outage(const struct agent *a, const struct model_outage *o,
     const char *what);
 void agent_ev_operator(const struct agent *a);
+void agent_ev_net(const struct agent *a, const struct egress_event *ev);
+
+/* netrec.c: runner_ops.net: the connection journaled, shown, told */
+void agent_net(void *ctx, const struct egress_event *ev);
 
 /* agentcall.c: the request of model call id (a cell's or the repair's),
  * NULL when none is open */

@@ -1,0 +1,386 @@
+"""The egress proxy (issue 21): `--network proxy`, the supervisor's HTTP
+proxy inside the worker's network namespace, and its policy.
+
+A cell reaches the outside only through the proxy at 127.0.0.1:3128 of
+its own namespace (HTTP_PROXY and friends in its environment); the
+supervisor resolves names, refuses what no --allow-host entry names,
+refuses loopback, link-local (the metadata address) and private
+addresses unless an entry names the address itself, lets a deny entry
+win, checks a TLS ClientHello's server name against the CONNECT's host,
+and bounds how many connections a cell holds. Every case runs as root
+and as a plain user (isolation_util's Ctx) and asserts what got through
+(the test's own servers count what reached them), what the cell saw, and
+that the supervisor lives and the next cell works.
+
+Safety: every server is the test's own on the host's 127.0.0.1 (a free
+port), closed in a finally; names that must not resolve use the
+reserved .invalid domain; the metadata address is never reached (the
+proxy refuses before connecting, and nothing of the test's listens
+there).
+"""
+import json
+import os
+import socket
+import threading
+import uuid
+
+import pytest
+
+from test_network import TcpServer, host_netns
+from isolation_util import (OK_CELL, PRELUDE, RUN_TIMEOUT, assert_ok,  # noqa
+                            brief, ctx, probe, who)
+
+PROXY = "http://127.0.0.1:3128"
+
+
+class HttpServer:
+    """The test's own HTTP origin on the host's 127.0.0.1: one body per
+    request, the heads it received kept."""
+
+    def __init__(self):
+        self.body = ("origin-%s\n" % uuid.uuid4().hex).encode()
+        self.heads = []
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.srv.settimeout(0.2)
+        self.port = self.srv.getsockname()[1]
+        self.done = False
+        self.th = threading.Thread(target=self._serve, daemon=True)
+        self.th.start()
+
+    def _serve(self):
+        while not self.done:
+            try:
+                c, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with c:
+                c.settimeout(5)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = c.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                    self.heads.append(data.decode("latin-1"))
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                              b"Connection: close\r\n\r\n" % len(self.body)
+                              + self.body)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.done = True
+        self.th.join(5)
+        self.srv.close()
+
+
+class EchoServer(TcpServer):
+    """Echoes what a connection sends; counts bytes received."""
+
+    def __init__(self):
+        self.got = 0
+        super().__init__()
+
+    def _serve(self):
+        while not self.done:
+            try:
+                conn, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self._echo, args=(conn,),
+                             daemon=True).start()
+
+    def _echo(self, conn):
+        with conn:
+            conn.settimeout(5)
+            try:
+                while True:
+                    d = conn.recv(4096)
+                    if not d:
+                        return
+                    self.got += len(d)
+                    conn.sendall(d)
+            except OSError:
+                pass
+
+
+def server(ctx, cls):
+    s = cls()
+    ctx.cleanups.append(s.close)
+    return s
+
+
+# A cell's tools: fetch a URL through the proxy (explicitly: 127.0.0.1 is
+# in NO_PROXY, the namespace's own loopback), a raw CONNECT.
+NET_PRELUDE = PRELUDE + r'''
+import socket, urllib.request, urllib.error
+for _k in ('no_proxy', 'NO_PROXY'):    # the host's loopback is the test's
+    os.environ.pop(_k, None)
+def fetch(url, proxy='http://127.0.0.1:3128'):
+    op = urllib.request.build_opener(urllib.request.ProxyHandler(
+        {'http': proxy, 'https': proxy}))
+    try:
+        r = op.open(url, timeout=20)
+        return {'status': r.status, 'body': r.read().decode()}
+    except urllib.error.HTTPError as e:
+        return {'status': e.code, 'body': e.read().decode()}
+    except Exception as e:
+        return {'error': _code(e)}
+def connect(target, payload=b'', read=True):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+    s.sendall(b'CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n'
+              % (target.encode(), target.encode()))
+    head = b''
+    while b'\r\n\r\n' not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    status = head.split(b' ')[1].decode() if head else ''
+    got = b''
+    if status == '200' and payload:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        while read:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+    s.close()
+    return {'status': status, 'got': got.decode('latin-1')}
+'''
+
+
+def cell(body):
+    return NET_PRELUDE + body
+
+
+def proxy_args(*extra):
+    return ["--network", "proxy", *extra]
+
+
+def records(r):
+    a = r.recs[0]
+    return a, probe(a)
+
+
+# --- the environment and what the run says ----------------------------------
+
+def test_proxy_env_and_start_line(ctx):
+    r = ctx.run([PRELUDE + ("report(env={k: v for k, v in os.environ.items() "
+                      "if 'proxy' in k.lower()}, netns=os.readlink("
+                      "'/proc/self/ns/net'))"), OK_CELL],
+                args=proxy_args("-v", "--allow-host", "pypi.org"))
+    a, res = records(r)
+    env = res["env"]
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+              "https_proxy", "all_proxy"):
+        assert env[k] == PROXY, env
+    assert "127.0.0.1" in env["NO_PROXY"].split(","), env
+    assert res["netns"] != host_netns(), res
+    assert a["worker"]["network"] == "proxy", brief(a)
+    assert "network: proxy http://127.0.0.1:3128 (allow: pypi.org)" \
+        in r.stderr, r.stderr[-2000:]
+    assert_ok(r.recs[1])
+
+
+def test_exec_default_network_is_none_without_proxy_env(ctx):
+    r = ctx.run([cell("report(env=[k for k in os.environ "
+                      "if 'proxy' in k.lower()])")])
+    a, res = records(r)
+    assert res["env"] == [], res
+    assert a["worker"]["network"] == "none", brief(a)
+
+
+# --- the policy ----------------------------------------------------------------
+
+def test_unlisted_host_is_refused_with_the_reason(ctx):
+    r = ctx.run([cell("report(r=fetch('http://nothing.invalid/x'))"),
+                 OK_CELL], args=proxy_args())
+    _, res = records(r)
+    assert res["r"]["status"] == 403, res
+    assert "nothing.invalid:80 is not in the allow-list" in \
+        res["r"]["body"], res
+    assert "network: refused GET nothing.invalid:80" in r.stderr, \
+        r.stderr[-2000:]
+    assert_ok(r.recs[1])
+
+
+def test_loopback_needs_the_address_itself(ctx):
+    origin = server(ctx, HttpServer)
+    url = "http://127.0.0.1:%d/p?q=1" % origin.port
+    name_url = "http://localhost:%d/" % origin.port
+    # '*' and the name allow much, but never the host's loopback
+    r = ctx.run([cell("report(a=fetch(%r), b=fetch(%r))" % (url, name_url)),
+                 OK_CELL], args=proxy_args("--allow-host", "*",
+                                           "--allow-host", "localhost"))
+    _, res = records(r)
+    for k in ("a", "b"):
+        assert res[k]["status"] == 403, res
+        assert "a loopback address: only an entry naming the address" \
+            in res[k]["body"], res
+    assert origin.heads == []
+    assert_ok(r.recs[1])
+    # the address named: it goes through, in origin-form, Host from the URL
+    r = ctx.run([cell("report(a=fetch(%r))" % url)],
+                args=proxy_args("--allow-host", "127.0.0.1"))
+    _, res = records(r)
+    assert res["a"] == {"status": 200, "body": origin.body.decode()}, res
+    head = origin.heads[-1]
+    assert head.startswith("GET /p?q=1 HTTP/1.1\r\n"), head
+    assert "Host: 127.0.0.1:%d\r\n" % origin.port in head, head
+    assert "Connection: close\r\n" in head, head
+    assert "proxy-connection" not in head.lower(), head
+
+
+def test_deny_wins_and_metadata_is_refused(ctx):
+    origin = server(ctx, HttpServer)
+    r = ctx.run([cell("report(a=fetch('http://127.0.0.1:%d/'), "
+                      "m=fetch('http://169.254.169.254/latest/meta-data/'), "
+                      "p=fetch('http://10.1.2.3/'))" % origin.port),
+                 OK_CELL],
+                args=proxy_args("--allow-host", "*", "--allow-host",
+                                "127.0.0.1", "--deny-host", "127.0.0.0/8"))
+    _, res = records(r)
+    assert res["a"]["status"] == 403 and "denied" in res["a"]["body"], res
+    assert res["m"]["status"] == 403 and "link-local" in res["m"]["body"], \
+        res
+    assert res["p"]["status"] == 403 and "private" in res["p"]["body"], res
+    assert origin.heads == []
+    assert_ok(r.recs[1])
+
+
+# --- CONNECT -----------------------------------------------------------------
+
+def test_connect_tunnels_bytes_both_ways(ctx):
+    echo = server(ctx, EchoServer)
+    target = "127.0.0.1:%d" % echo.port
+    r = ctx.run([cell("report(c=connect(%r, b'ping-through'))" % target),
+                 OK_CELL], args=proxy_args("--allow-host", target))
+    _, res = records(r)
+    assert res["c"] == {"status": "200", "got": "ping-through"}, res
+    assert echo.got == len("ping-through")
+    assert_ok(r.recs[1])
+
+
+def test_connect_port_must_match_the_entry(ctx):
+    echo = server(ctx, EchoServer)
+    r = ctx.run([cell("report(c=connect('127.0.0.1:%d', b'x'))"
+                      % echo.port)],
+                args=proxy_args("--allow-host", "127.0.0.1:1"))
+    _, res = records(r)
+    assert res["c"]["status"] == "403", res
+    assert echo.accepted == 0
+
+
+def test_tls_server_name_must_be_the_connect_host(ctx):
+    echo = server(ctx, EchoServer)
+    target = "127.0.0.1:%d" % echo.port
+    # a real ClientHello naming another host, through a tunnel to ours
+    code = r'''
+import ssl
+s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+s.sendall(b'CONNECT %s HTTP/1.1\r\n\r\n' % TARGET.encode())
+head = b''
+while b'\r\n\r\n' not in head:
+    d = s.recv(1)
+    if not d:
+        break
+    head += d
+ctx_ = ssl.create_default_context()
+try:
+    ctx_.wrap_socket(s, server_hostname='elsewhere.example')
+    out = 'handshake?'
+except Exception as e:
+    out = type(e).__name__
+report(head=head.decode(), out=out)
+'''.replace("TARGET", repr(target))
+    r = ctx.run([cell(code), OK_CELL], args=proxy_args("-v", "--allow-host",
+                                                        target))
+    _, res = records(r)
+    assert res["head"].startswith("HTTP/1.1 200"), res
+    assert res["out"] != "handshake?", res
+    assert echo.got == 0, "the hello went through: %d bytes" % echo.got
+    assert "the TLS server name elsewhere.example is not the CONNECT's " \
+        "host 127.0.0.1" in r.stderr, r.stderr[-2000:]
+    assert_ok(r.recs[1])
+
+
+def test_bad_requests_get_a_status(ctx):
+    code = r'''
+def raw(data):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+    s.sendall(data)
+    out = b''
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        out += d
+    s.close()
+    return out.split(b'\r\n', 1)[0].decode()
+report(a=raw(b'GET /x HTTP/1.1\r\n\r\n'),
+       b=raw(b'CONNECT nohost HTTP/1.1\r\n\r\n'),
+       c=raw(b'GET http://a.invalid/ HTTP/1.1\nHost: x\n\n'),
+       d=raw(b'GET https://a.invalid/ HTTP/1.1\r\n\r\n'),
+       e=raw(b'GET http://a.invalid/ HTTP/1.1\r\nX: ' + b'a' * 9000))
+'''
+    r = ctx.run([cell(code), OK_CELL], args=proxy_args("--allow-host", "*"))
+    _, res = records(r)
+    assert res["a"].startswith("HTTP/1.1 400"), res
+    assert res["b"].startswith("HTTP/1.1 400"), res
+    assert res["c"].startswith("HTTP/1.1 400"), res
+    assert res["d"].startswith("HTTP/1.1 400"), res
+    assert res["e"].startswith("HTTP/1.1 431"), res
+    assert_ok(r.recs[1])
+
+
+def test_a_cell_holding_many_connections_is_capped(ctx):
+    echo = server(ctx, EchoServer)
+    target = "127.0.0.1:%d" % echo.port
+    code = r'''
+held, statuses = [], []
+for i in range(80):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+    s.sendall(b'CONNECT %s HTTP/1.1\r\n\r\n' % TARGET.encode())
+    head = b''
+    while b'\r\n\r\n' not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    statuses.append(head.split(b' ')[1].decode() if head else '')
+    held.append(s)
+for s in held:
+    s.close()
+report(ok=statuses.count('200'), busy=statuses.count('503'))
+'''.replace("TARGET", repr(target))
+    r = ctx.run([cell(code), OK_CELL], args=proxy_args("--allow-host",
+                                                        target))
+    _, res = records(r)
+    assert res == {"ok": 64, "busy": 16}, res
+    assert_ok(r.recs[1])
+
+
+# --- options -----------------------------------------------------------------
+
+@pytest.mark.parametrize("args,words", [
+    (["--allow-host", "a b"], "--allow-host 'a b': not a host name"),
+    (["--allow-host", "10.0.0.1/8"], "bits set past the prefix"),
+    (["--deny-host", "x.com:99999"], "the port is not 1..65535"),
+    (["--allow-host", "x.com", "--network", "none"],
+     "--allow-host needs --network proxy"),
+])
+def test_bad_entries_are_usage_errors(ctx, args, words):
+    rc, out, err = ctx.run_raw([*args, "-"], stdin_text="x = 1\n")
+    assert rc == 2, (rc, err)
+    assert words in err, err
+    assert len(err.strip().splitlines()) == 1, err
