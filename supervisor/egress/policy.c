@@ -161,7 +161,7 @@ policy_entry_parse(const char *text, struct policy_entry *e, char *err,
 		*close = '\0';
 		body = s + 1;
 		if (close[1] == ':') {
-			if (cut_port(close, &e->port) < 0 || e->port == 0)
+			if (cut_port(close + 1, &e->port) < 0 || e->port == 0)
 				return bad(err, len, text, "the port is not "
 				    "1..65535");
 		} else if (close[1] != '\0')

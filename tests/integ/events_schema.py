@@ -48,6 +48,10 @@ SCHEMA = {
     "budget_stop": (STOP, {}),
     "outage_wait_start": (dict(OUTAGE, next_try_in=NUM), {}),
     "outage_wait_end": (dict(OUTAGE, outcome=STR), {}),
+    "net": ({
+        "what": STR, "conn": INT, "method": STR, "host": STR, "port": INT,
+        "addr": (STR, NULL), "entry": (STR, NULL), "reason": (STR, NULL)},
+        {"up": INT, "down": INT, "seconds": NUM}),
     "run_end": ({
         "exit": INT, "reason": (STR, NULL), "cells": INT, "tokens": INT,
         "tokens_estimated": INT, "cost": (NUM, NULL), "failures": INT,
@@ -72,6 +76,7 @@ SUB = {
 ENUMS = {
     ("cell_output", "stream"): {"stdout", "stderr"},
     ("kill", "stage"): {"interrupt", "stack_dump", "kill"},
+    ("net", "what"): {"allowed", "refused", "closed"},
     ("model_request_start", "purpose"): {"call_me", "repair"},
     ("model_request_end", "purpose"): {"call_me", "repair"},
     ("outage_wait_end", "outcome"): {"answered", "gave_up"},

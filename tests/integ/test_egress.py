@@ -384,3 +384,57 @@ def test_bad_entries_are_usage_errors(ctx, args, words):
     assert rc == 2, (rc, err)
     assert words in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+# --- an agent run: the default, the journal, the events -----------------------
+
+def test_agent_run_proxies_by_default_and_journals_each_connection(tmp_path):
+    """An agent run's default network is the proxy with nothing allowed:
+    the model server on the host's 127.0.0.1 is out of a cell's reach
+    (only call_me reaches it); an allowed origin is reached; every
+    connection is in the journal and the event stream."""
+    from model_server import ModelServer
+    from agent_util import run_agent, submit
+    from events_schema import parse
+    origin = HttpServer()
+    try:
+        body = NET_PRELUDE + (
+            "import json\n"
+            "print(json.dumps(dict(o=fetch('http://127.0.0.1:%d/'), "
+            "m=fetch(MODEL), u=fetch('http://nothing.invalid/'))))\n"
+            "quit()\n" % origin.port)
+        with ModelServer([]) as srv:
+            srv.add_turns(submit("MODEL = %r\n" % (srv.base_url +
+                                                    "/responses") + body))
+            j = tmp_path / "journal.jsonl"
+            ws = tmp_path / "ws"
+            ws.mkdir()
+            p = run_agent(srv, ws, args=[
+                "--json", "--journal", str(j), "--allow-host",
+                "127.0.0.1:%d" % origin.port])
+        assert p.returncode == 0, p.stderr[-3000:]
+        events = parse(p.stdout)
+        out = "".join(e["text"] for e in events if e["type"] ==
+                      "cell_output" and e["stream"] == "stdout")
+        res = json.loads(out.strip().splitlines()[-1])
+        assert res["o"] == {"status": 200, "body": origin.body.decode()}, res
+        assert res["m"]["status"] == 403, res
+        assert "is not in the allow-list" in res["m"]["body"], res
+        assert res["u"]["status"] == 403, res
+        recs = [json.loads(line) for line in j.read_text().splitlines()]
+        iso = [r for r in recs if r.get("type") == "isolation"]
+        assert iso and iso[0]["network"] == "proxy", iso
+        assert "allow: 127.0.0.1:%d" % origin.port in iso[0]["egress"], iso
+        net = [r for r in recs if r.get("type") == "net"]
+        seen = [(r["what"], r["host"]) for r in net]
+        assert ("allowed", "127.0.0.1") in seen, net
+        assert ("closed", "127.0.0.1") in seen, net
+        assert seen.count(("refused", "127.0.0.1")) == 1, net  # the model
+        assert ("refused", "nothing.invalid") in seen, net
+        closed = [r for r in net if r["what"] == "closed"][0]
+        assert closed["down"] > len(origin.body) and closed["cell"] == 1, \
+            closed
+        evs = [e for e in events if e["type"] == "net"]
+        assert [(e["what"], e["host"]) for e in evs] == seen, evs
+    finally:
+        origin.close()
