@@ -250,6 +250,13 @@ void agent_op_renote(struct agent *a);
 /* reload.c: budgets re-read from options (agentz ctl NAME budgets ...) */
 char *agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok);
 
+/* netops.c: ctl allow HOST, deny HOST, network (--network proxy); the
+ * command's reply (operator.c's op_fn) */
+struct ctl_req;
+char *agent_op_allow(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_deny(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_network(struct agent *a, const struct ctl_req *q, int *ok);
+
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);
 void agent_start_recovery(struct agent *a);

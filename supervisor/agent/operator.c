@@ -432,6 +432,8 @@ static const struct {
 	{ CTL_STOP, op_stop }, { CTL_STOP_NOW, op_stop },
 	{ CTL_PAUSE, op_pause }, { CTL_RESUME, op_resume },
 	{ CTL_KILL_CELL, op_kill_cell }, { CTL_BUDGETS, op_budgets },
+	{ CTL_ALLOW, agent_op_allow }, { CTL_DENY, agent_op_deny },
+	{ CTL_NETWORK, agent_op_network },
 };
 
 static void

@@ -438,3 +438,84 @@ def test_agent_run_proxies_by_default_and_journals_each_connection(tmp_path):
         assert [(e["what"], e["host"]) for e in evs] == seen, evs
     finally:
         origin.close()
+
+
+# --- the operator's hand: ctl allow, deny, network ----------------------------
+
+def test_ctl_allow_deny_network_change_the_policy_live(tmp_path):
+    """A refused origin, then `ctl allow` opens it for the same cell,
+    `ctl network` lists the policy, `ctl deny` closes it again; each
+    change is journaled. The cell waits on gate files the test makes."""
+    from model_server import ModelServer
+    from ctl_util import Run, first
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    origin = HttpServer()
+    url = "http://127.0.0.1:%d/" % origin.port
+    body = NET_PRELUDE.replace("def fetch", "def _f") + r'''
+def fetch(url):
+    r = _f(url)
+    return r.get('status', r.get('error'))
+def gate(n):
+    print('AT%d' % n, flush=True)
+    while not os.path.exists('go%d' % n):
+        time.sleep(0.01)
+import time
+print('A', fetch(URL), flush=True)
+gate(1)
+print('B', fetch(URL), flush=True)
+gate(2)
+print('C', fetch(URL), flush=True)
+quit()
+'''.replace("URL", repr(url))
+    try:
+        with ModelServer(first(body)) as srv:
+            run = Run(srv, tmp_path, "net", rt)
+            try:
+                run.wait_out("AT1")
+                rc, r, err = run.ctl("allow", "127.0.0.1:%d" % origin.port)
+                assert rc == 0 and r["ok"], (rc, r, err)
+                assert "allow: 127.0.0.1:%d" % origin.port in r["policy"]
+                rc, r, err = run.ctl("allow", "not a host")
+                assert rc == 1 and not r["ok"], (rc, r, err)
+                assert "not a host name" in r["error"], r
+                run.gate(1)
+                run.wait_out("AT2")
+                rc, r, err = run.ctl("deny", "127.0.0.1")
+                assert rc == 0 and r["ok"], (rc, r, err)
+                rc, r, err = run.ctl("network")
+                assert rc == 0 and r["network"] == "proxy", r
+                assert "deny: 127.0.0.1" in r["policy"], r
+                assert r["live"] == 0, r
+                run.gate(2)
+                assert run.wait() == 0, run.show()
+            finally:
+                run.kill()
+        out = run.out.decode()
+        assert "A 403" in out and "B 200" in out and "C 403" in out, out
+        eg = run.records("egress")
+        assert [(r["command"], r["entry"]) for r in eg] == [
+            ("allow", "127.0.0.1:%d" % origin.port),
+            ("deny", "127.0.0.1")], eg
+        assert len(origin.heads) == 1
+    finally:
+        origin.close()
+
+
+def test_ctl_allow_without_the_proxy_says_why(tmp_path):
+    from model_server import ModelServer
+    from ctl_util import Run, first, gated
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    with ModelServer(first(gated(1))) as srv:
+        run = Run(srv, tmp_path, "nonet", rt, args=("--network", "none"))
+        try:
+            run.wait_out("C1")
+            rc, r, err = run.ctl("allow", "pypi.org")
+            assert rc == 1 and "network is none" in r["error"], (rc, r)
+            rc, r, err = run.ctl("network")
+            assert rc == 0 and r == {"ok": True, "network": "none"}, r
+            run.gate(1)
+            assert run.wait() == 0, run.show()
+        finally:
+            run.kill()
