@@ -256,6 +256,11 @@ struct ctl_req;
 char *agent_op_allow(struct agent *a, const struct ctl_req *q, int *ok);
 char *agent_op_deny(struct agent *a, const struct ctl_req *q, int *ok);
 char *agent_op_network(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_approve(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_reject(struct agent *a, const struct ctl_req *q, int *ok);
+/* The connections waiting for the operator ("#3 pypi.org:443, ...")
+ * into buf; how many (0: buf is ""). */
+unsigned agent_net_waiting(struct agent *a, char *buf, size_t len);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

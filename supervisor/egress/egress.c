@@ -25,10 +25,11 @@
 #define DIR_SIZE (16384 + 512)
 
 const struct egress_limits egress_default_limits = { 64, 10000, 30000,
-    300000 };
+    300000, 0, 300000 };
 
 enum conn_state {
 	C_HEAD,			/* reading the request head */
+	C_HELD,			/* an unlisted host: the operator decides */
 	C_RESOLVE,		/* the name is being looked up */
 	C_CONNECT,		/* connecting to ai_next's address */
 	C_SNI,			/* CONNECT: waiting for the ClientHello */
@@ -62,6 +63,7 @@ struct conn {
 	uint64_t timer;
 	uint64_t t0_us, last_us;
 	int allowed;		/* the ALLOWED event went */
+	enum egress_by by;	/* who decided */
 };
 
 struct egress {
@@ -81,6 +83,8 @@ static void c_client(struct loop *l, int fd, short revents, void *ctx);
 static void c_upstream(struct loop *l, int fd, short revents, void *ctx);
 static void c_timer(struct loop *l, void *ctx);
 static void try_connect(struct conn *c);
+static void hold(struct conn *c);
+static void go(struct conn *c);
 
 static void
 emit(struct conn *c, enum egress_what what, const char *reason)
@@ -91,6 +95,7 @@ emit(struct conn *c, enum egress_what what, const char *reason)
 		return;
 	memset(&ev, 0, sizeof ev);
 	ev.what = what;
+	ev.by = c->by;
 	ev.id = c->id;
 	ev.method = c->h.method;
 	ev.host = c->h.host;
@@ -477,6 +482,10 @@ decide(struct conn *c)
 		refuse(c, 403, why);
 		return;
 	case POLICY_UNLISTED:
+		if (c->e->lim.ask) {
+			hold(c);
+			return;
+		}
 		(void)snprintf(why, sizeof why, "%s:%u is not in the "
 		    "allow-list (--allow-host, or agentz ctl RUN allow HOST)",
 		    c->h.host, c->h.port);
@@ -486,6 +495,26 @@ decide(struct conn *c)
 		break;
 	}
 	(void)snprintf(c->entry, sizeof c->entry, "%s", entry);
+	go(c);
+}
+
+/* An unlisted host, held: the event asks the operator; the approval's
+ * timeout refuses it. */
+static void
+hold(struct conn *c)
+{
+	c->st = C_HELD;
+	loop_events(c->e->loop, c->cfd, 0);
+	arm(c, c->e->lim.approval_ms);
+	emit(c, EGRESS_HELD, NULL);
+}
+
+/* Allowed: look the name up (then connect). */
+static void
+go(struct conn *c)
+{
+	char why[700];
+
 	c->st = C_RESOLVE;
 	loop_events(c->e->loop, c->cfd, 0);
 	arm(c, c->e->lim.connect_ms);
@@ -533,6 +562,7 @@ c_client(struct loop *l, int fd, short revents, void *ctx)
 	case C_HEAD:
 		read_head(c);
 		return;
+	case C_HELD:
 	case C_RESOLVE:
 	case C_CONNECT:
 		if (revents & (POLLHUP | POLLERR))
@@ -561,6 +591,13 @@ c_timer(struct loop *l, void *ctx)
 	switch (c->st) {
 	case C_HEAD:
 		refuse(c, 408, "no complete request head in time");
+		return;
+	case C_HELD:
+		c->by = EGRESS_BY_TIMEOUT;
+		(void)snprintf(why, sizeof why, "%s:%u: no approval in %u s "
+		    "(--approval-timeout)", c->h.host, c->h.port,
+		    c->e->lim.approval_ms / 1000);
+		refuse(c, 403, why);
 		return;
 	case C_RESOLVE:
 	case C_CONNECT:
@@ -714,6 +751,80 @@ const struct policy *
 egress_policy(const struct egress *e)
 {
 	return &e->policy;
+}
+
+static struct conn *
+held(struct egress *e, uint64_t id)
+{
+	struct conn *c;
+
+	for (c = e->conns; c != NULL; c = c->next)
+		if (c->id == id && c->st == C_HELD)
+			return c;
+	errno = ENOENT;
+	return NULL;
+}
+
+int
+egress_approve(struct egress *e, uint64_t id, int always)
+{
+	struct conn *c = held(e, id);
+	char entry[HEAD_HOST_MAX + 16], err[400];
+	int v6;
+
+	if (c == NULL)
+		return -1;
+	c->by = EGRESS_BY_OPERATOR;
+	if (always) {
+		v6 = strchr(c->h.host, ':') != NULL;
+		(void)snprintf(entry, sizeof entry, "%s%s%s:%u", v6 ? "[" : "",
+		    c->h.host, v6 ? "]" : "", c->h.port);
+		if (policy_add(&e->policy, 0, entry, err, sizeof err) == 0)
+			(void)snprintf(c->entry, sizeof c->entry, "%s", entry);
+	}
+	if (c->entry[0] == '\0')
+		(void)snprintf(c->entry, sizeof c->entry, "(approved)");
+	go(c);
+	return 0;
+}
+
+int
+egress_reject(struct egress *e, uint64_t id)
+{
+	struct conn *c = held(e, id);
+	char why[400];
+
+	if (c == NULL)
+		return -1;
+	c->by = EGRESS_BY_OPERATOR;
+	(void)snprintf(why, sizeof why, "%s:%u: rejected by the operator",
+	    c->h.host, c->h.port);
+	refuse(c, 403, why);
+	return 0;
+}
+
+unsigned
+egress_held(const struct egress *e, char *buf, size_t len)
+{
+	const struct conn *c;
+	unsigned n = 0;
+	size_t at = 0;
+	int w;
+
+	if (len > 0)
+		buf[0] = '\0';
+	for (c = e->conns; c != NULL; c = c->next) {
+		if (c->st != C_HELD)
+			continue;
+		n++;
+		if (at >= len)
+			continue;
+		w = snprintf(buf + at, len - at, "%s#%llu %s:%u", at ? ", " :
+		    "", (unsigned long long)c->id, c->h.host, c->h.port);
+		if (w > 0)
+			at += (size_t)w;
+	}
+	return n;
 }
 
 unsigned

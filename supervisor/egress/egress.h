@@ -27,11 +27,19 @@ struct egress;
 /* The port the proxy listens on inside the worker's namespace. */
 #define EGRESS_PORT 3128
 
-enum egress_what { EGRESS_ALLOWED, EGRESS_REFUSED, EGRESS_CLOSED };
+enum egress_what { EGRESS_ALLOWED, EGRESS_REFUSED, EGRESS_CLOSED,
+	EGRESS_HELD };
+
+/* Who decided: the policy (its entries, the address checks, the
+ * proxy's limits), the operator (approve, reject), the approval's
+ * timeout. */
+enum egress_by { EGRESS_BY_POLICY, EGRESS_BY_OPERATOR, EGRESS_BY_TIMEOUT };
 
 struct egress_event {
 	enum egress_what what;
-	uint64_t id;			/* the connection's, from 1 */
+	enum egress_by by;		/* ALLOWED, REFUSED: who decided */
+	uint64_t id;			/* the connection's, from 1; HELD: the
+					 * approval's id too */
 	const char *method;		/* "CONNECT", "GET", ... or "" */
 	const char *host;		/* as asked, or "" */
 	unsigned port;
@@ -52,9 +60,12 @@ struct egress_limits {
 	unsigned head_ms;		/* for the request head */
 	unsigned connect_ms;		/* for the connect */
 	unsigned idle_ms;		/* no byte either way */
+	int ask;			/* hold an unlisted host for the
+					 * operator (--network-ask) */
+	unsigned approval_ms;		/* then refused (--approval-timeout) */
 };
 
-/* The defaults: 64 connections, 10 s, 30 s, 300 s. */
+/* The defaults: 64 connections, 10 s, 30 s, 300 s, no asking, 300 s. */
 extern const struct egress_limits egress_default_limits;
 
 /* Takes the policy (moved: *p is emptied). NULL with errno. */
@@ -73,6 +84,16 @@ int egress_listen(struct egress *e, int fd);
 int egress_policy_edit(struct egress *e, int deny, int remove,
     const char *entry, char *err, size_t len);
 const struct policy *egress_policy(const struct egress *e);
+/*
+ * The operator's answer to held connection id: approve (always: its
+ * host:port is added to the allow list too) or reject. 0, or -1 with
+ * errno ENOENT (no such connection waits).
+ */
+int egress_approve(struct egress *e, uint64_t id, int always);
+int egress_reject(struct egress *e, uint64_t id);
+/* The held connections, "#3 pypi.org:443, #5 x.io:80" (or ""), and how
+ * many. */
+unsigned egress_held(const struct egress *e, char *buf, size_t len);
 /* Connections open now. */
 unsigned egress_live(const struct egress *e);
 /* One line per live connection ("#3 CONNECT pypi.org:443 -> 1.2.3.4

@@ -124,6 +124,9 @@ static const struct opt {
 	    0, 0 },
 	{ "network", K_CHOICE, OFF(network), 0, 0, network_names, 0, 0, 0,
 	    0 },
+	{ "network-ask", K_FLAG, OFF(network_ask), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "approval-timeout", K_SECONDS, OFF(approval_timeout), 0, 86400,
+	    NULL, 0, 0, 0, 0 },
 	{ "allow-host", K_LIST, OFF(allow_hosts), 0, 0, NULL, 0, 0,
 	    OFF(nallow_hosts), 0 },
 	{ "deny-host", K_LIST, OFF(deny_hosts), 0, 0, NULL, 0, 0,
@@ -440,6 +443,7 @@ defaults(struct config *c)
 	c->max_restarts = 10;
 	c->journal = env_or("AGENTZ_JOURNAL", NULL);
 	c->network = NETWORK_UNSET;
+	c->approval_timeout = 300;
 }
 
 /* --network's default: proxy (nothing allowed unless an entry says)
@@ -452,6 +456,11 @@ network_check(struct config *c, const char *cmd)
 	char err[400];
 	size_t i, k;
 
+	if (c->network_ask && config_is_exec(cmd)) {
+		(void)fprintf(stderr, "%s: --network-ask is for agent runs (the "
+		    "operator answers through agentz ctl RUN approve)\n", cmd);
+		return -1;
+	}
 	if (c->network == NETWORK_UNSET)
 		c->network = config_is_exec(cmd) && c->nallow_hosts == 0 ?
 		    JAIL_NET_NONE : JAIL_NET_PROXY;
@@ -465,11 +474,12 @@ network_check(struct config *c, const char *cmd)
 			}
 			policy_entry_clear(&e);
 		}
-	if ((c->nallow_hosts || c->ndeny_hosts) &&
+	if ((c->nallow_hosts || c->ndeny_hosts || c->network_ask) &&
 	    c->network != JAIL_NET_PROXY) {
 		(void)fprintf(stderr, "%s: --%s needs --network proxy (the "
 		    "network is %s)\n", cmd, c->nallow_hosts ? "allow-host" :
-		    "deny-host", network_names[c->network]);
+		    c->ndeny_hosts ? "deny-host" : "network-ask",
+		    network_names[c->network]);
 		return -1;
 	}
 	return 0;
@@ -608,6 +618,8 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->input_fd = input_fd;
 	rc->allow_hosts = c->allow_hosts;
 	rc->deny_hosts = c->deny_hosts;
+	rc->network_ask = c->network_ask;
+	rc->approval_ms = (uint64_t)(c->approval_timeout * 1000.0);
 }
 
 void

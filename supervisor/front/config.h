@@ -43,6 +43,8 @@ struct config {
 	size_t nallow_hosts;
 	const char **deny_hosts;	/* --deny-host, NULL-terminated */
 	size_t ndeny_hosts;
+	int network_ask;		/* --network-ask */
+	double approval_timeout;	/* --approval-timeout, seconds */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
 	const char **masks;		/* --mask, NULL-terminated */

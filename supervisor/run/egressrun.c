@@ -58,6 +58,7 @@ int
 egressrun_new(struct runner *r)
 {
 	static const struct egress_ops ops = { on_conn };
+	struct egress_limits lim;
 	struct policy p;
 	int fd;
 
@@ -69,7 +70,11 @@ egressrun_new(struct runner *r)
 		policy_free(&p);
 		return -1;
 	}
-	r->egress = egress_new(r->loop, &p, NULL, &ops, r);
+	lim = egress_default_limits;
+	lim.ask = r->cfg.network_ask;
+	if (r->cfg.approval_ms > 0)
+		lim.approval_ms = (unsigned)r->cfg.approval_ms;
+	r->egress = egress_new(r->loop, &p, &lim, &ops, r);
 	policy_free(&p);
 	if (r->egress == NULL) {
 		log_warn("network: cannot start the egress proxy");
@@ -115,12 +120,13 @@ runner_egress(struct runner *r)
 const char *
 runner_network_desc(struct runner *r)
 {
-	char pol[sizeof r->netdesc - 64];
+	char pol[sizeof r->netdesc - 128];
 
 	if (r->egress == NULL)
 		return runner_network(r);
 	policy_describe(egress_policy(r->egress), pol, sizeof pol);
-	(void)snprintf(r->netdesc, sizeof r->netdesc, "proxy %s (%s)",
-	    PROXY_URL, pol);
+	(void)snprintf(r->netdesc, sizeof r->netdesc, "proxy %s (%s%s)",
+	    PROXY_URL, pol, r->cfg.network_ask ? "; others wait for the "
+	    "operator's approval" : "");
 	return r->netdesc;
 }

@@ -59,6 +59,8 @@ struct runner_config {
 	 * none; checked by the front end, policy.h) */
 	const char *const *allow_hosts;
 	const char *const *deny_hosts;
+	int network_ask;		/* hold an unlisted host for approval */
+	uint64_t approval_ms;		/* then refused */
 };
 
 /* The steps of the running cell's deadline ladder (run/ladder.c); the

@@ -290,7 +290,9 @@ ev_outage(void *ctx, const struct model_outage *o, const struct agent_req *q,
 	events_emit("outage_wait_end", f);
 }
 
-static const char *const net_what[] = { "allowed", "refused", "closed" };
+static const char *const net_what[] = { "allowed", "refused", "closed",
+	"held" };
+static const char *const net_by[] = { "policy", "operator", "timeout" };
 
 static void
 ev_net(void *ctx, const struct egress_event *e)
@@ -305,6 +307,9 @@ ev_net(void *ctx, const struct egress_event *e)
 	    e->host, "port", (int)e->port, "addr", events_str(e->addr[0] ?
 	    e->addr : NULL), "entry", events_str(e->entry), "reason",
 	    events_str(e->reason));
+	if (f != NULL && (e->what == EGRESS_ALLOWED ||
+	    e->what == EGRESS_REFUSED))
+		(void)json_object_set_new(f, "by", json_string(net_by[e->by]));
 	if (f != NULL && e->what == EGRESS_CLOSED) {
 		(void)json_object_set_new(f, "up", json_integer((json_int_t)
 		    e->up));
@@ -312,7 +317,7 @@ ev_net(void *ctx, const struct egress_event *e)
 		    e->down));
 		(void)json_object_set_new(f, "seconds", json_real(e->seconds));
 	}
-	events_emit("net", f);
+	events_emit(e->what == EGRESS_HELD ? "network_approval" : "egress", f);
 }
 
 /* --- the observer --------------------------------------------------------- */

@@ -425,7 +425,7 @@ def test_agent_run_proxies_by_default_and_journals_each_connection(tmp_path):
         iso = [r for r in recs if r.get("type") == "isolation"]
         assert iso and iso[0]["network"] == "proxy", iso
         assert "allow: 127.0.0.1:%d" % origin.port in iso[0]["egress"], iso
-        net = [r for r in recs if r.get("type") == "net"]
+        net = [r for r in recs if r.get("type") == "egress"]
         seen = [(r["what"], r["host"]) for r in net]
         assert ("allowed", "127.0.0.1") in seen, net
         assert ("closed", "127.0.0.1") in seen, net
@@ -434,8 +434,10 @@ def test_agent_run_proxies_by_default_and_journals_each_connection(tmp_path):
         closed = [r for r in net if r["what"] == "closed"][0]
         assert closed["down"] > len(origin.body) and closed["cell"] == 1, \
             closed
-        evs = [e for e in events if e["type"] == "net"]
+        evs = [e for e in events if e["type"] == "egress"]
         assert [(e["what"], e["host"]) for e in evs] == seen, evs
+        assert all(e["by"] == "policy" for e in evs
+                   if e["what"] != "closed"), evs
     finally:
         origin.close()
 
@@ -493,7 +495,7 @@ quit()
                 run.kill()
         out = run.out.decode()
         assert "A 403" in out and "B 200" in out and "C 403" in out, out
-        eg = run.records("egress")
+        eg = run.records("egress_policy")
         assert [(r["command"], r["entry"]) for r in eg] == [
             ("allow", "127.0.0.1:%d" % origin.port),
             ("deny", "127.0.0.1")], eg
@@ -519,3 +521,119 @@ def test_ctl_allow_without_the_proxy_says_why(tmp_path):
             assert run.wait() == 0, run.show()
         finally:
             run.kill()
+
+
+# --- approvals (--network-ask) --------------------------------------------------
+#
+# The origin is the test's on the host's 127.0.0.1, asked for by the name
+# "localhost": no entry names it (so it is held), and the address entry
+# 127.0.0.0/8 lets the approved connection reach the loopback address.
+
+def _held_run(tmp_path, name, origin, args=(), fetches=1):
+    """A run whose cell fetches the origin `fetches` times (each may be
+    held), printing each status; started, not waited for."""
+    from model_server import ModelServer
+    from ctl_util import Run, first
+    rt = tmp_path / ("rt-" + name)
+    rt.mkdir(mode=0o700)
+    url = "http://localhost:%d/" % origin.port
+    body = NET_PRELUDE + r'''
+for i in range(N):
+    r = fetch(URL)
+    print('GOT%d' % i, r.get('status', r.get('error')), flush=True)
+quit()
+'''.replace("URL", repr(url)).replace("N", str(fetches))
+    srv = ModelServer(first(body)).__enter__()
+    run = Run(srv, tmp_path, name, rt, args=(
+        "--json", "--network-ask", "--allow-host", "127.0.0.0/8", *args))
+    return srv, run
+
+
+def _held_ids(run, n):
+    """Waits for n network_approval events; their connection ids."""
+    from ctl_util import SLOW
+    with run.cond:
+        ok = run.cond.wait_for(lambda: run.out.decode().count(
+            '"network_approval"') >= n or run.eof == 2, 30 * SLOW)
+    assert ok, run.show()
+    evs = [json.loads(x) for x in run.out.decode().splitlines()
+           if '"network_approval"' in x]
+    assert len(evs) >= n, run.show()
+    return [e["conn"] for e in evs]
+
+
+def _decisions(run):
+    return [(r["what"], r.get("by")) for r in run.records("egress")
+            if r["what"] != "closed"]
+
+
+def test_a_held_connection_is_approved_by_the_operator(tmp_path):
+    origin = HttpServer()
+    srv, run = _held_run(tmp_path, "ap", origin)
+    try:
+        cid, = _held_ids(run, 1)
+        rc, st, err = run.ctl("status")
+        assert st["waiting_for_approval"] == "#%d localhost:%d" % (
+            cid, origin.port), st
+        run.wait_err("waits for the operator's approval")
+        rc, r, err = run.ctl("approve", str(cid + 100))
+        assert rc == 1 and "no connection #%d waits" % (cid + 100) in \
+            r["error"], r
+        rc, r, err = run.ctl("approve", "--sometimes", str(cid))
+        assert rc == 1 and "expected [--always] ID" in r["error"], r
+        rc, r, err = run.ctl("approve", str(cid))
+        assert rc == 0 and r == {"ok": True}, (rc, r, err)
+        assert run.wait() == 0, run.show()
+    finally:
+        run.kill()
+        srv.__exit__(None, None, None)
+        origin.close()
+    assert "GOT0 200" in run.out.decode(), run.show()
+    assert _decisions(run) == [("held", None), ("allowed", "operator")]
+    assert len(origin.heads) == 1
+
+
+def test_reject_and_always(tmp_path):
+    origin = HttpServer()
+    srv, run = _held_run(tmp_path, "rj", origin, fetches=3)
+    try:
+        first_id, = _held_ids(run, 1)
+        rc, r, err = run.ctl("reject", "#%d" % first_id)
+        assert rc == 0 and r == {"ok": True}, (rc, r, err)
+        second = _held_ids(run, 2)[1]
+        rc, r, err = run.ctl("approve", "--always", str(second))
+        assert rc == 0 and r == {"ok": True}, (rc, r, err)
+        assert run.wait() == 0, run.show()      # the third: not held
+    finally:
+        run.kill()
+        srv.__exit__(None, None, None)
+        origin.close()
+    out = run.out.decode()
+    assert "GOT0 403" in out and "GOT1 200" in out and "GOT2 200" in out, \
+        run.show()
+    assert _decisions(run) == [
+        ("held", None), ("refused", "operator"), ("held", None),
+        ("allowed", "operator"), ("allowed", "policy")], _decisions(run)
+    pol = run.records("egress_policy")
+    assert pol and "localhost:%d" % origin.port in pol[0]["policy"], pol
+    assert len(origin.heads) == 2
+
+
+def test_no_answer_refuses_at_the_approval_timeout(tmp_path):
+    origin = HttpServer()
+    srv, run = _held_run(tmp_path, "to", origin,
+                         args=("--approval-timeout", "0.5"))
+    try:
+        assert run.wait() == 0, run.show()
+    finally:
+        run.kill()
+        srv.__exit__(None, None, None)
+        origin.close()
+    assert "GOT0 403" in run.out.decode(), run.show()
+    assert _decisions(run) == [("held", None), ("refused", "timeout")]
+    assert origin.heads == []
+
+
+def test_network_ask_is_for_agent_runs(ctx):
+    rc, out, err = ctx.run_raw(["--network-ask", "-"], stdin_text="x = 1\n")
+    assert rc == 2 and "--network-ask is for agent runs" in err, err
