@@ -438,6 +438,22 @@ def test_agent_run_proxies_by_default_and_journals_each_connection(tmp_path):
         assert [(e["what"], e["host"]) for e in evs] == seen, evs
         assert all(e["by"] == "policy" for e in evs
                    if e["what"] != "closed"), evs
+        # the report's network section: one row per decision
+        import subprocess
+        from agentz_util import AGENTZ
+        html = tmp_path / "run.html"
+        rep = subprocess.run([AGENTZ, "report", str(j), "-o", str(html)],
+                             capture_output=True, text=True, timeout=60)
+        assert rep.returncode == 0, rep.stderr
+        page = html.read_text()
+        sec = page[page.index('<section id="network">'):]
+        sec = sec[:sec.index("</section>")]
+        assert "1 connection through the egress proxy allowed, 2 refused" \
+            in sec, sec
+        assert sec.count("<tr class=") == 3, sec
+        assert "nothing.invalid" in sec and "refused by policy" in sec, sec
+        assert "allowed by policy" in sec and \
+            "<td>%d</td>" % closed["down"] in sec, sec
     finally:
         origin.close()
 
