@@ -45,6 +45,7 @@ cell_free(struct cell *c)
 	free(c->detail);
 	free(c->stack);
 	free(c->threads_lost);
+	free(c->egress.last_refused);
 	free(c->snapshot_why);
 	free(c->ns_cells);
 	capture_clear(&c->out);
@@ -117,7 +118,8 @@ cell_bytes(const struct cell *c)
 	return sizeof *c + c->code_len + 1 + str_bytes(c->summary) +
 	    str_bytes(c->source) + str_bytes(c->exception_type) +
 	    str_bytes(c->traceback) + str_bytes(c->detail) +
-	    str_bytes(c->stack) + capture_bytes(&c->out);
+	    str_bytes(c->stack) + str_bytes(c->egress.last_refused) +
+	    capture_bytes(&c->out);
 }
 
 static int

@@ -25,7 +25,7 @@
 #define DIR_SIZE (16384 + 512)
 
 const struct egress_limits egress_default_limits = { 64, 10000, 30000,
-    300000, 0, 300000 };
+    300000, 0, 300000, 0 };
 
 enum conn_state {
 	C_HEAD,			/* reading the request head */
@@ -77,6 +77,9 @@ struct egress {
 	struct conn *conns;
 	unsigned live;
 	uint64_t ids;
+	uint64_t bytes;		/* both ways, every connection's */
+	int spent;		/* bytes reached lim.max_bytes */
+	char spent_why[160];
 };
 
 static void c_client(struct loop *l, int fd, short revents, void *ctx);
@@ -203,29 +206,30 @@ interest(struct conn *c)
 {
 	short ce = 0, ue = 0;
 
-	if (!c->up.eof && c->up.off + c->up.len < DIR_SIZE)
+	if (!c->up.eof && c->up.len < DIR_SIZE)
 		ce |= POLLIN;
 	if (c->down.len > 0)
 		ce |= POLLOUT;
 	loop_events(c->e->loop, c->cfd, ce);
 	if (c->ufd < 0)
 		return;
-	if (!c->down.eof && c->down.off + c->down.len < DIR_SIZE)
+	if (!c->down.eof && c->down.len < DIR_SIZE)
 		ue |= POLLIN;
 	if (c->up.len > 0 && c->st == C_RELAY)
 		ue |= POLLOUT;
 	loop_events(c->e->loop, c->ufd, ue);
 }
 
-/* Reads what fd has into d. 0, or -1 with errno (EOF is d->eof). */
+/* Reads what fd has into d, counted in *bytes. 0, or -1 with errno
+ * (EOF is d->eof). */
 static int
-fill(int fd, struct dir *d)
+fill(int fd, struct dir *d, uint64_t *bytes)
 {
 	ssize_t n;
 
 	if (d->len == 0)
 		d->off = 0;
-	else if (d->off > 0 && d->off + d->len == DIR_SIZE) {
+	else if (d->off > 0) {	/* the free room in one piece */
 		memmove(d->b, d->b + d->off, d->len);
 		d->off = 0;
 	}
@@ -235,6 +239,7 @@ fill(int fd, struct dir *d)
 	if (n > 0) {
 		d->len += (size_t)n;
 		d->total += (uint64_t)n;
+		*bytes += (uint64_t)n;
 	} else if (n == 0)
 		d->eof = 1;
 	else if (errno != EAGAIN && errno != EINTR)
@@ -254,6 +259,8 @@ drain(int fd, struct dir *d)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		d->off += (size_t)n;
 		d->len -= (size_t)n;
+		if (d->len == 0)
+			d->off = 0;
 	}
 	if (d->len == 0 && d->eof && !d->shut) {
 		d->shut = 1;
@@ -262,17 +269,47 @@ drain(int fd, struct dir *d)
 	return 0;
 }
 
+/* The run's bytes reached --max-egress-bytes: every other connection is
+ * closed now (c, the caller's, by the caller); later ones are refused.
+ * 1 when spent. */
+static int
+over_budget(struct egress *e, struct conn *c)
+{
+	struct conn *o, *next;
+
+	if (e->lim.max_bytes == 0 || e->bytes < e->lim.max_bytes)
+		return 0;
+	if (e->spent)
+		return 1;
+	e->spent = 1;
+	(void)snprintf(e->spent_why, sizeof e->spent_why, "the run's egress "
+	    "budget is spent: %llu bytes (--max-egress-bytes %llu)",
+	    (unsigned long long)e->bytes,
+	    (unsigned long long)e->lim.max_bytes);
+	for (o = e->conns; o != NULL; o = next) {
+		next = o->next;
+		if (o != c)
+			conn_free(o, e->spent_why);
+	}
+	return 1;
+}
+
 static void
 relay(struct conn *c, short crev, short urev)
 {
 	int err = 0;
 
 	c->last_us = loop_now_us();
-	if ((crev & (POLLIN | POLLHUP | POLLERR)) && fill(c->cfd, &c->up) < 0)
+	if ((crev & (POLLIN | POLLHUP | POLLERR)) &&
+	    fill(c->cfd, &c->up, &c->e->bytes) < 0)
 		err = errno;
 	if (!err && c->ufd >= 0 && (urev & (POLLIN | POLLHUP | POLLERR)) &&
-	    fill(c->ufd, &c->down) < 0)
+	    fill(c->ufd, &c->down, &c->e->bytes) < 0)
 		err = errno;
+	if (!err && over_budget(c->e, c)) {
+		conn_free(c, c->e->spent_why);
+		return;
+	}
 	if (!err && c->st == C_SNI) {
 		char name[HEAD_HOST_MAX];
 		int rc = head_sni(c->up.b + c->up.off, c->up.len, name,
@@ -474,6 +511,10 @@ decide(struct conn *c)
 	const char *entry;
 	char why[700];
 
+	if (c->e->spent) {
+		refuse(c, 403, c->e->spent_why);
+		return;
+	}
 	switch (policy_check_name(&c->e->policy, c->h.host, c->h.port,
 	    &entry)) {
 	case POLICY_DENIED:
@@ -825,6 +866,18 @@ egress_held(const struct egress *e, char *buf, size_t len)
 			at += (size_t)w;
 	}
 	return n;
+}
+
+uint64_t
+egress_bytes(const struct egress *e)
+{
+	return e->bytes;
+}
+
+int
+egress_spent(const struct egress *e)
+{
+	return e->spent;
 }
 
 unsigned

@@ -63,6 +63,8 @@ struct egress_limits {
 	int ask;			/* hold an unlisted host for the
 					 * operator (--network-ask) */
 	unsigned approval_ms;		/* then refused (--approval-timeout) */
+	uint64_t max_bytes;		/* both ways, the run's; 0: none
+					 * (--max-egress-bytes) */
 };
 
 /* The defaults: 64 connections, 10 s, 30 s, 300 s, no asking, 300 s. */
@@ -94,6 +96,11 @@ int egress_reject(struct egress *e, uint64_t id);
 /* The held connections, "#3 pypi.org:443, #5 x.io:80" (or ""), and how
  * many. */
 unsigned egress_held(const struct egress *e, char *buf, size_t len);
+/* Bytes through the proxy so far (both ways), and whether they reached
+ * max_bytes: then every connection was closed and new ones are
+ * refused. */
+uint64_t egress_bytes(const struct egress *e);
+int egress_spent(const struct egress *e);
 /* Connections open now. */
 unsigned egress_live(const struct egress *e);
 /* One line per live connection ("#3 CONNECT pypi.org:443 -> 1.2.3.4

@@ -115,6 +115,8 @@ static const struct opt {
 	{ "max-tokens", K_LLONG, OFF(max_tokens), 1, LONG_MAX, NULL, 0, 0, 0,
 	    0 },
 	{ "max-cost", K_COST, OFF(max_cost), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "max-egress-bytes", K_SIZE64, OFF(max_egress_bytes), 1, 0, NULL, 1,
+	    0, 0, 0 },
 	{ "price", K_PRICE, OFF(price), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "max-same-failure", K_UINT, OFF(max_same_failure), 1, 1000, NULL,
 	    0, 0, 0, 0 },
@@ -474,11 +476,12 @@ network_check(struct config *c, const char *cmd)
 			}
 			policy_entry_clear(&e);
 		}
-	if ((c->nallow_hosts || c->ndeny_hosts || c->network_ask) &&
-	    c->network != JAIL_NET_PROXY) {
+	if ((c->nallow_hosts || c->ndeny_hosts || c->network_ask ||
+	    c->max_egress_bytes) && c->network != JAIL_NET_PROXY) {
 		(void)fprintf(stderr, "%s: --%s needs --network proxy (the "
 		    "network is %s)\n", cmd, c->nallow_hosts ? "allow-host" :
-		    c->ndeny_hosts ? "deny-host" : "network-ask",
+		    c->ndeny_hosts ? "deny-host" : c->network_ask ?
+		    "network-ask" : "max-egress-bytes",
 		    network_names[c->network]);
 		return -1;
 	}
@@ -619,6 +622,7 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->allow_hosts = c->allow_hosts;
 	rc->deny_hosts = c->deny_hosts;
 	rc->network_ask = c->network_ask;
+	rc->max_egress_bytes = c->max_egress_bytes;
 	rc->approval_ms = (uint64_t)(c->approval_timeout * 1000.0);
 }
 

@@ -44,6 +44,7 @@ struct config {
 	const char **deny_hosts;	/* --deny-host, NULL-terminated */
 	size_t ndeny_hosts;
 	int network_ask;		/* --network-ask */
+	uint64_t max_egress_bytes;	/* --max-egress-bytes, 0 none */
 	double approval_timeout;	/* --approval-timeout, seconds */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */

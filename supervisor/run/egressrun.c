@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -27,11 +28,40 @@ static const char *const proxy_env[] = {
 	NULL
 };
 
+/* The running cell's account of its connections. */
+static void
+count(struct cell *c, const struct egress_event *ev)
+{
+	char *why;
+
+	if (c == NULL)
+		return;
+	switch (ev->what) {
+	case EGRESS_ALLOWED:
+		c->egress.allowed++;
+		break;
+	case EGRESS_REFUSED:
+		c->egress.refused++;
+		if (ev->reason != NULL && (why = strdup(ev->reason)) != NULL) {
+			free(c->egress.last_refused);
+			c->egress.last_refused = why;
+		}
+		break;
+	case EGRESS_CLOSED:
+		c->egress.up += ev->up;
+		c->egress.down += ev->down;
+		break;
+	case EGRESS_HELD:
+		break;
+	}
+}
+
 static void
 on_conn(void *ctx, const struct egress_event *ev)
 {
 	struct runner *r = ctx;
 
+	count(r->current, ev);
 	if (r->ops.net != NULL)
 		r->ops.net(r->ctx, ev);
 }
@@ -72,6 +102,7 @@ egressrun_new(struct runner *r)
 	}
 	lim = egress_default_limits;
 	lim.ask = r->cfg.network_ask;
+	lim.max_bytes = r->cfg.max_egress_bytes;
 	if (r->cfg.approval_ms > 0)
 		lim.approval_ms = (unsigned)r->cfg.approval_ms;
 	r->egress = egress_new(r->loop, &p, &lim, &ops, r);

@@ -465,6 +465,7 @@ runner_flush_output(struct runner *r, struct cell *c)
 	redact_field(r, &c->traceback);
 	redact_field(r, &c->detail);
 	redact_field(r, &c->stack);
+	redact_field(r, &c->egress.last_refused);
 }
 
 void

@@ -60,6 +60,7 @@ struct runner_config {
 	const char *const *allow_hosts;
 	const char *const *deny_hosts;
 	int network_ask;		/* hold an unlisted host for approval */
+	uint64_t max_egress_bytes;	/* both ways; 0: none */
 	uint64_t approval_ms;		/* then refused */
 };
 

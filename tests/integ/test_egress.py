@@ -37,8 +37,9 @@ class HttpServer:
     """The test's own HTTP origin on the host's 127.0.0.1: one body per
     request, the heads it received kept."""
 
-    def __init__(self):
+    def __init__(self, size=0):
         self.body = ("origin-%s\n" % uuid.uuid4().hex).encode()
+        self.body += b"x" * size
         self.heads = []
         self.srv = socket.socket()
         self.srv.bind(("127.0.0.1", 0))
@@ -271,6 +272,47 @@ def test_connect_tunnels_bytes_both_ways(ctx):
     assert_ok(r.recs[1])
 
 
+def test_large_transfers_arrive_whole_both_ways(ctx):
+    """8 MiB down through a plain-HTTP request and 2 MiB each way through
+    a CONNECT tunnel: every byte, in order (the buffers fill and drain
+    many times over)."""
+    origin = server(ctx, lambda: HttpServer(size=8 << 20))
+    echo = server(ctx, EchoServer)
+    target = "127.0.0.1:%d" % echo.port
+    code = r'''
+import hashlib, threading
+r = fetch('http://127.0.0.1:%d/')
+down = hashlib.sha256(r.get('body', '').encode()).hexdigest()
+s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+s.sendall(b'CONNECT %s HTTP/1.1\r\n\r\n')
+head = b''
+while b'\r\n\r\n' not in head:
+    head += s.recv(1)
+data = bytes(range(256)) * 8192
+def send():
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send)
+t.start()
+got = []
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    got.append(d)
+t.join()
+report(status=r.get('status'), down=down, echoed=b''.join(got) == data)
+''' % (origin.port, target)
+    r = ctx.run([cell(code), OK_CELL], args=proxy_args(
+        "--allow-host", "127.0.0.1"))
+    _, res = records(r)
+    import hashlib
+    assert res == {"status": 200, "echoed": True, "down": hashlib.sha256(
+        origin.body).hexdigest()}, res
+    assert echo.got == 2 << 20
+    assert_ok(r.recs[1])
+
+
 def test_connect_port_must_match_the_entry(ctx):
     echo = server(ctx, EchoServer)
     r = ctx.run([cell("report(c=connect('127.0.0.1:%d', b'x'))"
@@ -432,6 +474,14 @@ def test_agent_run_proxies_by_default_and_journals_each_connection(tmp_path):
         assert seen.count(("refused", "127.0.0.1")) == 1, net  # the model
         assert ("refused", "nothing.invalid") in seen, net
         closed = [r for r in net if r["what"] == "closed"][0]
+        out1 = [r for r in recs if r.get("type") == "output" and
+                r.get("cell") == 1][0]
+        assert out1["egress"] == {
+            "allowed": 1, "refused": 2, "bytes_up": closed["up"],
+            "bytes_down": closed["down"],
+            "last_refused": "nothing.invalid:80 is not in the allow-list "
+                            "(--allow-host, or agentz ctl RUN allow HOST)"
+        }, out1
         assert closed["down"] > len(origin.body) and closed["cell"] == 1, \
             closed
         evs = [e for e in events if e["type"] == "egress"]
@@ -653,3 +703,41 @@ def test_no_answer_refuses_at_the_approval_timeout(tmp_path):
 def test_network_ask_is_for_agent_runs(ctx):
     rc, out, err = ctx.run_raw(["--network-ask", "-"], stdin_text="x = 1\n")
     assert rc == 2 and "--network-ask is for agent runs" in err, err
+
+
+def test_max_egress_bytes_cuts_the_download_and_stops_the_run(tmp_path):
+    """A budget of bytes: the download that crosses it is cut at once
+    (the cell sees a broken connection), a later connection is refused,
+    and the run stops as for any budget, after the cell."""
+    from model_server import ModelServer
+    from agent_util import run_agent, submit
+    origin = HttpServer(size=4 << 20)
+    try:
+        body = NET_PRELUDE + (
+            "import json\n"
+            "a = fetch('http://127.0.0.1:%d/')\n"
+            "b = fetch('http://127.0.0.1:%d/')\n"
+            "print(json.dumps(dict(a=a.get('error', a.get('status')), "
+            "b=b.get('status'), bb=b.get('body'))))\n" % (origin.port,
+                                                        origin.port))
+        with ModelServer([]) as srv:
+            srv.add_turns(submit(body))
+            j = tmp_path / "journal.jsonl"
+            ws = tmp_path / "ws"
+            ws.mkdir()
+            p = run_agent(srv, ws, args=[
+                "--journal", str(j), "--allow-host", "127.0.0.1",
+                "--max-egress-bytes", "256K"])
+        assert p.returncode == 4, (p.returncode, p.stderr[-3000:])
+        res = json.loads([x for x in p.stdout.splitlines()
+                          if x.startswith("{")][-1])
+        assert res["a"] != 200, res          # cut mid-body
+        assert res["b"] == 403 and "egress budget is spent" in res["bb"], res
+        assert "--max-egress-bytes" in p.stderr, p.stderr[-2000:]
+        recs = [json.loads(line) for line in j.read_text().splitlines()]
+        closed = [r for r in recs if r.get("type") == "egress" and
+                  r["what"] == "closed"]
+        assert closed and "egress budget is spent" in closed[0]["reason"]
+        assert closed[0]["down"] < 2 << 20, closed
+    finally:
+        origin.close()
