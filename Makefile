@@ -207,7 +207,8 @@ bench: all
 FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_BIN := build-fuzz/fuzz_proto
-FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse
+FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse \
+	build-fuzz/fuzz_egress
 FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
 	supervisor/model/response.c supervisor/model/response_item.c \
 	supervisor/model/response_msg.c supervisor/model/response_share.c \
@@ -234,6 +235,14 @@ build-fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c supervisor/model/sse.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_sse.c supervisor/model/sse.c common/buf.c
 
+# What a cell sends the egress proxy: heads, ClientHellos, entries.
+build-fuzz/fuzz_egress: tests/fuzz/fuzz_egress.c supervisor/egress/head.c \
+	    supervisor/egress/head.h supervisor/egress/policy.c \
+	    supervisor/egress/policy.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -o $@ tests/fuzz/fuzz_egress.c supervisor/egress/head.c \
+	    supervisor/egress/policy.c
+
 # Each target for FUZZ_SECONDS, its corpus kept in build-fuzz/corpus-*.
 $(FUZZ_BINS): | deps
 fuzz: $(FUZZ_BINS)
@@ -246,6 +255,10 @@ fuzz: $(FUZZ_BINS)
 	build-fuzz/fuzz_sse -max_total_time=$(FUZZ_SECONDS) \
 	    -rss_limit_mb=1024 -max_len=16384 build-fuzz/corpus-sse \
 	    tests/fuzz/seeds-sse
+	@mkdir -p build-fuzz/corpus-egress
+	build-fuzz/fuzz_egress -max_total_time=$(FUZZ_SECONDS) \
+	    -rss_limit_mb=1024 -max_len=20000 build-fuzz/corpus-egress \
+	    tests/fuzz/seeds-egress
 
 HDRS := $(wildcard */*.h supervisor/*/*.h)
 check-headers: | deps

@@ -62,7 +62,7 @@ _agentz()
 			COMPREPLY=($(compgen -W "$(_agentz_runs)" -- "$cur"))
 		elif [ "${COMP_WORDS[COMP_CWORD-2]}" = ctl ]; then
 			COMPREPLY=($(compgen -W "status note stop pause resume \
-			    kill-cell budgets" -- "$cur"))
+			    kill-cell budgets allow deny network approve reject" -- "$cur"))
 		elif [ "$prev" = stop ]; then
 			COMPREPLY=($(compgen -W "--now" -- "$cur"))
 		elif [[ $cur == -* ]]; then

@@ -507,6 +507,18 @@ jail_network(const struct jail *j)
 	return j != NULL && j->built && j->netns ? "none" : "host";
 }
 
+int
+jail_net_listen(const struct jail *j, unsigned short port)
+{
+	if (j == NULL || !j->active || !j->netns ||
+	    j->child.ns[JAIL_NS_NET] < 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	return net_listen_in(j->child.userns ? j->child.ns[JAIL_NS_USER] : -1,
+	    j->child.ns[JAIL_NS_NET], port);
+}
+
 pid_t
 jail_init_pid(const struct jail *j)
 {

@@ -45,9 +45,10 @@ enum jail_mode { JAIL_OFF, JAIL_BEST_EFFORT, JAIL_REQUIRED };
 #define JAIL_UID_BASE 1900000000u
 #define JAIL_UID_SLOTS 65536u
 
-/* The worker's network: a namespace of its own with only lo (NONE), or
+/* The worker's network: a namespace of its own with only lo (NONE), the
+ * same with the supervisor's egress proxy listening there (PROXY), or
  * the host's (HOST, the operator's opt-out). */
-enum jail_network { JAIL_NET_NONE, JAIL_NET_HOST };
+enum jail_network { JAIL_NET_NONE, JAIL_NET_HOST, JAIL_NET_PROXY };
 
 /* A host path added to the view (--ro-bind, --bind). */
 struct jail_bind {
@@ -107,6 +108,13 @@ const char *jail_describe(const struct jail *j);
  * "host" (JAIL_NET_HOST, and for a jail never built: JAIL_OFF, or
  * best-effort without namespaces). Accepts NULL ("host"). */
 const char *jail_network(const struct jail *j);
+/*
+ * A TCP socket listening on 127.0.0.1:port in the worker's network
+ * namespace (the egress proxy's; a jail of the host's network has none:
+ * ENOENT). A rebuilt jail has a new namespace: ask again. The
+ * descriptor, or -1 with errno.
+ */
+int jail_net_listen(const struct jail *j, unsigned short port);
 /* The workspace (also without a view: the worker's cwd), or NULL. */
 const char *jail_workspace(const struct jail *j);
 /* The init's pid (ours, a child of the supervisor), 0 when inactive. */

@@ -7,13 +7,15 @@
  * net_lo_up runs in the jail's init right after clone and in the holder
  * net_ns_new clones: SYSTEM CALLS ONLY (a copy of a supervisor that may
  * have been multithreaded). net_ns_new runs in the supervisor's main
- * thread and allocates nothing.
+ * thread and allocates nothing; so does net_listen_in, whose child
+ * makes only system calls.
  */
 #include "sandbox/net.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -95,5 +97,96 @@ net_ns_new(void)
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	errno = saved;
+	return fd;
+}
+
+/* net_listen_in's child: into the namespace, the socket, sent back with
+ * the errno of a failed step. */
+static _Noreturn void
+listener(int sv, int userns, int netns, unsigned short port)
+{
+	struct sockaddr_in a;
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
+	struct msghdr m;
+	struct iovec iov;
+	int fd = -1, err = 0, one = 1;
+
+	if ((userns >= 0 && setns(userns, CLONE_NEWUSER) < 0) ||
+	    setns(netns, CLONE_NEWNET) < 0 ||
+	    (fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0)) < 0)
+		err = errno;
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (err == 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof one) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+	    listen(fd, 128) < 0))
+		err = errno;
+	memset(&m, 0, sizeof m);
+	iov.iov_base = &err;
+	iov.iov_len = sizeof err;
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (err == 0) {
+		memset(&u, 0, sizeof u);
+		m.msg_control = u.b;
+		m.msg_controllen = sizeof u.b;
+		u.h.cmsg_level = SOL_SOCKET;
+		u.h.cmsg_type = SCM_RIGHTS;
+		u.h.cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(&u.h), &fd, sizeof fd);
+	}
+	(void)sendmsg(sv, &m, MSG_NOSIGNAL);
+	_exit(0);
+}
+
+int
+net_listen_in(int userns, int netns, unsigned short port)
+{
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
+	struct msghdr m;
+	struct iovec iov;
+	struct cmsghdr *h;
+	int sv[2], err = EIO, fd = -1;
+	ssize_t n;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		(void)close(sv[0]);
+		listener(sv[1], userns, netns, port);
+	}
+	(void)close(sv[1]);
+	if (pid < 0) {
+		err = errno;
+		(void)close(sv[0]);
+		errno = err;
+		return -1;
+	}
+	memset(&m, 0, sizeof m);
+	iov.iov_base = &err;
+	iov.iov_len = sizeof err;
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = u.b;
+	m.msg_controllen = sizeof u.b;
+	while ((n = recvmsg(sv[0], &m, MSG_CMSG_CLOEXEC)) < 0 &&
+	    errno == EINTR)
+		;
+	if (n == (ssize_t)sizeof err && err == 0 &&
+	    (h = CMSG_FIRSTHDR(&m)) != NULL && h->cmsg_type == SCM_RIGHTS &&
+	    h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(h), sizeof fd);
+	else if (n != (ssize_t)sizeof err)
+		err = n < 0 ? errno : ESRCH;
+	(void)close(sv[0]);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (fd < 0)
+		errno = err != 0 ? err : EIO;
 	return fd;
 }

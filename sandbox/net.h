@@ -22,4 +22,14 @@ int net_lo_up(void);
  */
 int net_ns_new(void);
 
+/*
+ * A TCP socket listening on 127.0.0.1:port inside the network namespace
+ * netns (joined through the user namespace userns first when it is not
+ * -1: a plain user may enter their own namespaces only that way), made
+ * in a forked child that does system calls only and sends it back: a
+ * socket keeps the namespace it was made in. The descriptor
+ * (close-on-exec, non-blocking), or -1 with errno.
+ */
+int net_listen_in(int userns, int netns, unsigned short port);
+
 #endif

@@ -297,7 +297,8 @@ a_signal_stop(void *ctx, int rc, const char *why)
 }
 
 static const struct runner_ops agent_runner_ops = {
-	agent_output, a_finished, agent_request, a_fatal, agent_ev_kill
+	agent_output, a_finished, agent_request, a_fatal, agent_ev_kill,
+	agent_net
 };
 
 /*
@@ -410,6 +411,8 @@ record_isolation(struct agent *a)
 	struct jf f[] = { JF_S("isolation", runner_isolation(a->runner)),
 	    JF_S("containment", runner_containment(a->runner)),
 	    JF_S("network", runner_network(a->runner)),
+	    runner_egress(a->runner) != NULL ? JF_S("egress",
+	    runner_network_desc(a->runner)) : JF_SKIP,
 	    JF_S("limits", runner_limits(a->runner)), JF_END };
 
 	(void)agent_record(a, "isolation", f);
@@ -447,7 +450,7 @@ agent_run(struct agent *a, const char *wpath)
 	if (a->runner != NULL) {
 		a->tools.history = runner_cells(a->runner);
 		log_info("isolation: %s; network: %s; limits: %s",
-		    runner_isolation(a->runner), runner_network(a->runner),
+		    runner_isolation(a->runner), runner_network_desc(a->runner),
 		    runner_limits(a->runner));
 		record_isolation(a);
 	}

@@ -229,6 +229,10 @@ void agent_ev_outage(const struct agent *a, const struct model_outage *o,
     const char *what);
 void agent_ev_operator(const struct agent *a);
 void agent_ev_budgets(const struct agent *a, const char *by);
+void agent_ev_net(const struct agent *a, const struct egress_event *ev);
+
+/* netrec.c: runner_ops.net: the connection journaled, shown, told */
+void agent_net(void *ctx, const struct egress_event *ev);
 
 /* agentcall.c: the request of model call id (a cell's or the repair's),
  * NULL when none is open */
@@ -250,6 +254,18 @@ void agent_op_renote(struct agent *a);
  * journaled; --resume keeps the last ones journaled */
 char *agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok);
 void agent_resume_budgets(struct agent *a, const struct journal_past *p);
+
+/* netops.c: ctl allow HOST, deny HOST, network (--network proxy); the
+ * command's reply (operator.c's op_fn) */
+struct ctl_req;
+char *agent_op_allow(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_deny(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_network(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_approve(struct agent *a, const struct ctl_req *q, int *ok);
+char *agent_op_reject(struct agent *a, const struct ctl_req *q, int *ok);
+/* The connections waiting for the operator ("#3 pypi.org:443, ...")
+ * into buf; how many (0: buf is ""). */
+unsigned agent_net_waiting(struct agent *a, char *buf, size_t len);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

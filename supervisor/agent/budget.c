@@ -14,6 +14,7 @@
 #include "supervisor/loop/loop.h"
 #include "supervisor/model/model.h"
 #include "supervisor/agent/price.h"
+#include "supervisor/egress/egress.h"
 #include "supervisor/run/runner.h"
 
 #define MAX_FAILURES 3
@@ -280,6 +281,13 @@ agent_over_budget(struct agent *a, const struct cell *c)
 		    "cells is spent", a->cfg.max_cells);
 	else
 		(void)spent(a, 0, "", why, sizeof why);
+	if (why[0] == '\0' && a->runner != NULL &&
+	    runner_egress(a->runner) != NULL &&
+	    egress_spent(runner_egress(a->runner)))
+		(void)snprintf(why, sizeof why, "stopping: %llu bytes went "
+		    "through the egress proxy, the budget is spent "
+		    "(--max-egress-bytes)", (unsigned long long)egress_bytes(
+		    runner_egress(a->runner)));
 	if (why[0] == '\0' && c != NULL && a->cfg.max_same_failure > 0 &&
 	    (sig = agent_failure_signature(c)) != NULL) {
 		seen = agent_count_failure(a, c, sig);

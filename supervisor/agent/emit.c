@@ -213,6 +213,12 @@ agent_ev_outage(const struct agent *a, const struct model_outage *o,
 }
 
 void
+agent_ev_net(const struct agent *a, const struct egress_event *ev)
+{
+	EMIT(a, net, ev);
+}
+
+void
 agent_ev_operator(const struct agent *a)
 {
 	EMIT(a, operator, a->paused, a->notes_pending);

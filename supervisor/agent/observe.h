@@ -111,6 +111,9 @@ struct agent_observer {
 	/* The run has ended with rc (reason: the stop's, NULL: none). */
 	void (*run_end)(void *ctx, int rc, const char *reason,
 	    const struct agent_totals *t);
+	/* --network proxy: a connection allowed, refused or closed
+	 * (egress.h). */
+	void (*net)(void *ctx, const struct egress_event *ev);
 };
 
 #endif

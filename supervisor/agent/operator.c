@@ -170,7 +170,7 @@ op_status(struct agent *a, const struct ctl_req *q, int *ok)
 	const struct cell *cur = runner_current(a->runner);
 	long long n = (long long)runner_cells(a->runner)->n;
 	struct jf cell[7], cells[4], tokens[4], cost[4], deadline[4], worker[4];
-	char last[320], last_error[320];
+	char last[320], last_error[320], approvals[1024];
 	double age = loop_wall() - a->run_started;
 	struct jf f[] = {
 		JF_B("ok", 1), JF_I("v", 1),
@@ -194,7 +194,9 @@ op_status(struct agent *a, const struct ctl_req *q, int *ok)
 		a->held ? JF_I("held_cell", n) : JF_N("held_cell"),
 		JF_S("stop", a->op_stop == 0 ? NULL : a->op_stop == 2 ? "now" :
 		    "after-cell"),
-		JF_I("notes_pending", a->notes_pending), JF_END
+		JF_I("notes_pending", a->notes_pending),
+		agent_net_waiting(a, approvals, sizeof approvals) ?
+		JF_S("waiting_for_approval", approvals) : JF_SKIP, JF_END
 	};
 
 	(void)q;
@@ -434,6 +436,9 @@ static const struct {
 	{ CTL_STOP, op_stop }, { CTL_STOP_NOW, op_stop },
 	{ CTL_PAUSE, op_pause }, { CTL_RESUME, op_resume },
 	{ CTL_KILL_CELL, op_kill_cell }, { CTL_BUDGETS, op_budgets },
+	{ CTL_ALLOW, agent_op_allow }, { CTL_DENY, agent_op_deny },
+	{ CTL_NETWORK, agent_op_network }, { CTL_APPROVE, agent_op_approve },
+	{ CTL_REJECT, agent_op_reject },
 };
 
 static void

@@ -46,6 +46,7 @@ cell_free(struct cell *c)
 	free(c->stack);
 	free(c->ended_by);
 	free(c->threads_lost);
+	free(c->egress.last_refused);
 	free(c->snapshot_why);
 	free(c->ns_cells);
 	capture_clear(&c->out);
@@ -119,6 +120,7 @@ cell_bytes(const struct cell *c)
 	    str_bytes(c->source) + str_bytes(c->exception_type) +
 	    str_bytes(c->traceback) + str_bytes(c->detail) +
 	    str_bytes(c->stack) + str_bytes(c->ended_by) +
+	    str_bytes(c->egress.last_refused) +
 	    capture_bytes(&c->out);
 }
 

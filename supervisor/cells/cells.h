@@ -120,6 +120,13 @@ struct cell {
 	enum cell_recovery recovered_by;
 	/* model calls of the cell ended unfinished when it was killed */
 	unsigned calls_cancelled;
+	/* --network proxy: its connections (bytes of those that closed
+	 * while it ran) and the last refusal's reason (or NULL) */
+	struct cell_egress {
+		unsigned allowed, refused;
+		uint64_t up, down;
+		char *last_refused;
+	} egress;
 };
 
 /*

@@ -209,6 +209,13 @@ add_limits(json_t *o, const struct cell *c)
 	(void)json_object_set_new(o, "stack", jcstr(c->stack));
 	(void)json_object_set_new(o, "model_calls_cancelled",
 	    json_integer((json_int_t)c->calls_cancelled));
+	if (c->egress.allowed + c->egress.refused > 0)
+		(void)json_object_set_new(o, "egress", json_pack("{s:i, s:i, "
+		    "s:I, s:I, s:o}", "allowed", (int)c->egress.allowed,
+		    "refused", (int)c->egress.refused, "bytes_up",
+		    (json_int_t)c->egress.up, "bytes_down",
+		    (json_int_t)c->egress.down, "last_refused",
+		    jcstr(c->egress.last_refused)));
 	if (c->timeout_stage != TIMEOUT_NONE)
 		(void)json_object_set_new(o, "timeout", json_pack("{s:s, s:o, "
 		    "s:f, s:o}", "stage", cells_timeout_name(c->timeout_stage),

@@ -34,13 +34,16 @@
 
 enum ctl_cmd {
 	CTL_STATUS, CTL_NOTE, CTL_STOP, CTL_STOP_NOW, CTL_PAUSE, CTL_RESUME,
-	CTL_KILL_CELL, CTL_BUDGETS
+	CTL_KILL_CELL, CTL_BUDGETS, CTL_ALLOW, CTL_DENY, CTL_NETWORK,
+	CTL_APPROVE, CTL_REJECT
 };
 
 struct ctl_req {
 	enum ctl_cmd cmd;
-	/* CTL_NOTE: the text; CTL_BUDGETS: the options, maybe none (arg
-	 * points into the line, arg_len 0); else NULL */
+	/* CTL_NOTE: the text; CTL_ALLOW, CTL_DENY: the entry; CTL_APPROVE:
+	 * "[--always] ID"; CTL_REJECT: "ID"; CTL_BUDGETS:
+	 * the options, maybe none (arg points into the line, arg_len 0);
+	 * else NULL */
 	const char *arg;
 	size_t arg_len;
 };

@@ -24,6 +24,11 @@ static const struct command {
 	{ "resume", CTL_RESUME, ARG_NONE },
 	{ "kill-cell", CTL_KILL_CELL, ARG_NONE },
 	{ "budgets", CTL_BUDGETS, ARG_ANY },
+	{ "allow", CTL_ALLOW, ARG_TEXT },
+	{ "deny", CTL_DENY, ARG_TEXT },
+	{ "network", CTL_NETWORK, ARG_NONE },
+	{ "approve", CTL_APPROVE, ARG_TEXT },
+	{ "reject", CTL_REJECT, ARG_TEXT },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -124,7 +129,8 @@ ctl_parse(const char *line, size_t n, struct ctl_req *q, char *err,
 	if ((c = find(line + start, end - start, &w)) == NULL) {
 		(void)snprintf(err, errlen, "unknown command '%.*s' (status, "
 		    "note TEXT, stop, stop --now, pause, resume, kill-cell, "
-		    "budgets [OPTIONS])",
+		    "budgets [OPTIONS], allow HOST, deny HOST, network, "
+		    "approve [--always] ID, reject ID)",
 		    (int)(end - start > 40 ? 40 : end - start), line + start);
 		return -1;
 	}

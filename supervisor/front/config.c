@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "common/size.h"
+#include "supervisor/egress/policy.h"
 #include "supervisor/front/confighelp.h"
 #include "proto/proto.h"
 #include "supervisor/text/secrets.h"
@@ -32,7 +33,8 @@ static const char *const isolation_names[] = {
 	"", "required", "best-effort", "off", NULL
 };
 /* --network's, in enum jail_network's order */
-static const char *const network_names[] = { "none", "host", NULL };
+static const char *const network_names[] = { "none", "host", "proxy",
+	NULL };
 
 _Static_assert(sizeof(enum sandbox_profile) == sizeof(int) &&
     sizeof(enum snapshot_policy) == sizeof(int) &&
@@ -116,6 +118,8 @@ static const struct opt {
 	{ "max-tokens", K_LLONG, OFF(max_tokens), 1, LONG_MAX, NULL, 0, 0, 0,
 	    0 },
 	{ "max-cost", K_COST, OFF(max_cost), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "max-egress-bytes", K_SIZE64, OFF(max_egress_bytes), 1, 0, NULL, 1,
+	    0, 0, 0 },
 	{ "price", K_PRICE, OFF(price), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "max-same-failure", K_UINT, OFF(max_same_failure), 1, 1000, NULL,
 	    0, 0, 0, 0 },
@@ -125,6 +129,13 @@ static const struct opt {
 	    0, 0 },
 	{ "network", K_CHOICE, OFF(network), 0, 0, network_names, 0, 0, 0,
 	    0 },
+	{ "network-ask", K_FLAG, OFF(network_ask), 0, 0, NULL, 0, 0, 0, 0 },
+	{ "approval-timeout", K_SECONDS, OFF(approval_timeout), 0, 86400,
+	    NULL, 0, 0, 0, 0 },
+	{ "allow-host", K_LIST, OFF(allow_hosts), 0, 0, NULL, 0, 0,
+	    OFF(nallow_hosts), 0 },
+	{ "deny-host", K_LIST, OFF(deny_hosts), 0, 0, NULL, 0, 0,
+	    OFF(ndeny_hosts), 0 },
 	{ "workspace", K_STR, OFF(workspace), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "tmp-size", K_SIZE64, OFF(tmp_size), 1 << 20, 0, NULL, 0, 0, 0,
 	    0 },
@@ -436,6 +447,48 @@ defaults(struct config *c)
 	c->max_parallel_calls = MAX_PARALLEL_CALLS_DEFAULT;
 	c->max_restarts = 10;
 	c->journal = env_or("AGENTZ_JOURNAL", NULL);
+	c->network = NETWORK_UNSET;
+	c->approval_timeout = 300;
+}
+
+/* --network's default: proxy (nothing allowed unless an entry says)
+ * for agent runs, none for exec; entries make sense with proxy only. */
+static int
+network_check(struct config *c, const char *cmd)
+{
+	const char *const *l[2] = { c->allow_hosts, c->deny_hosts };
+	struct policy_entry e;
+	char err[400];
+	size_t i, k;
+
+	if (c->network_ask && config_is_exec(cmd)) {
+		(void)fprintf(stderr, "%s: --network-ask is for agent runs (the "
+		    "operator answers through agentz ctl RUN approve)\n", cmd);
+		return -1;
+	}
+	if (c->network == NETWORK_UNSET)
+		c->network = config_is_exec(cmd) && c->nallow_hosts == 0 ?
+		    JAIL_NET_NONE : JAIL_NET_PROXY;
+	for (k = 0; k < 2; k++)
+		for (i = 0; l[k] != NULL && l[k][i] != NULL; i++) {
+			if (policy_entry_parse(l[k][i], &e, err,
+			    sizeof err) < 0) {
+				(void)fprintf(stderr, "%s: --%s %s\n", cmd,
+				    k ? "deny-host" : "allow-host", err);
+				return -1;
+			}
+			policy_entry_clear(&e);
+		}
+	if ((c->nallow_hosts || c->ndeny_hosts || c->network_ask ||
+	    c->max_egress_bytes) && c->network != JAIL_NET_PROXY) {
+		(void)fprintf(stderr, "%s: --%s needs --network proxy (the "
+		    "network is %s)\n", cmd, c->nallow_hosts ? "allow-host" :
+		    c->ndeny_hosts ? "deny-host" : c->network_ask ?
+		    "network-ask" : "max-egress-bytes",
+		    network_names[c->network]);
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -479,7 +532,7 @@ config_parse(struct config *c, int argc, char **argv, const char *cmd)
 	}
 	c->args = argv + optind;
 	c->nargs = argc - optind;
-	return 0;
+	return network_check(c, cmd);
 }
 
 void
@@ -493,6 +546,10 @@ config_clear(struct config *c)
 	c->ro_binds = NULL;
 	free(c->binds);
 	c->binds = NULL;
+	free(c->allow_hosts);
+	c->allow_hosts = NULL;
+	free(c->deny_hosts);
+	c->deny_hosts = NULL;
 }
 
 /* agentz-worker next to our own executable, unless --worker says. */
@@ -612,6 +669,11 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->output_limit = c->output_limit;
 	rc->max_start_failures = 5;
 	rc->input_fd = input_fd;
+	rc->allow_hosts = c->allow_hosts;
+	rc->deny_hosts = c->deny_hosts;
+	rc->network_ask = c->network_ask;
+	rc->max_egress_bytes = c->max_egress_bytes;
+	rc->approval_ms = (uint64_t)(c->approval_timeout * 1000.0);
 }
 
 void

@@ -15,6 +15,9 @@
 #include "supervisor/world/view.h"
 
 
+/* --network not given (config_parse then picks the default). */
+#define NETWORK_UNSET ((enum jail_network)-1)
+
 struct config {
 	int json;
 	int verbose;
@@ -34,7 +37,15 @@ struct config {
 	/* the worker's world (sandbox/jail.h) */
 	enum isolation isolation;	/* AUTO: required as root or under
 					 * systemd */
-	enum jail_network network;	/* --network: none (its own), host */
+	enum jail_network network;	/* --network: none (its own), host,
+					 * proxy (the default of agent runs) */
+	const char **allow_hosts;	/* --allow-host, NULL-terminated */
+	size_t nallow_hosts;
+	const char **deny_hosts;	/* --deny-host, NULL-terminated */
+	size_t ndeny_hosts;
+	int network_ask;		/* --network-ask */
+	uint64_t max_egress_bytes;	/* --max-egress-bytes, 0 none */
+	double approval_timeout;	/* --approval-timeout, seconds */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
 	const char **masks;		/* --mask, NULL-terminated */

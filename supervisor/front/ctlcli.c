@@ -47,6 +47,14 @@ static const char ctl_usage[] =
     "    budgets [OPTIONS]  the budgets re-read from these options\n"
     "                  (--max-cells, --deadline, --max-tokens, --max-cost,\n"
     "                  --max-same-failure; one not given: its default)\n"
+    "    allow HOST    --network proxy: cells may reach HOST from now on\n"
+    "                  (an --allow-host entry: name, *.suffix, address,\n"
+    "                  CIDR, each with :PORT or not)\n"
+    "    deny HOST     the same for --deny-host (wins over allow)\n"
+    "    network       the network, its policy and live connections\n"
+    "    approve [--always] ID  --network-ask: let held connection ID\n"
+    "                  through (--always: its host:port from now on)\n"
+    "    reject ID     refuse held connection ID\n"
     "  prints the run's reply (a JSON line); exit 0 ok, 1 the run said no,\n"
     "  2 usage or no run to talk to\n";
 

@@ -19,6 +19,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "supervisor/egress/egress.h"
 #include "supervisor/front/config.h"
 #include "supervisor/ui/out.h"
 #include "supervisor/text/jsonf.h"
@@ -285,8 +286,26 @@ x_fatal(void *ctx, const char *why)
 	loop_stop(x->loop, EXIT_WORKER);
 }
 
+/* --network proxy: a refusal is said (the cell sees a connection
+ * error); the rest with -v. */
+static void
+x_net(void *ctx, const struct egress_event *ev)
+{
+	(void)ctx;
+	if (ev->what == EGRESS_REFUSED)
+		log_info("network: refused %s %s:%u: %s", ev->method[0] ?
+		    ev->method : "a connection", ev->host[0] ? ev->host : "-",
+		    ev->port, ev->reason);
+	else
+		log_debug("network: %s %s:%u%s%s%s%s",
+		    ev->what == EGRESS_ALLOWED ? "allowed" : "closed",
+		    ev->host, ev->port, ev->addr[0] ? " at " : "", ev->addr,
+		    ev->reason != NULL ? ": " : "",
+		    ev->reason != NULL ? ev->reason : "");
+}
+
 static const struct runner_ops exec_ops = {
-	x_output, x_finished, x_request, x_fatal, NULL
+	x_output, x_finished, x_request, x_fatal, NULL, x_net
 };
 
 static int
@@ -337,7 +356,7 @@ exec_go(struct exec_run *x, const char *wpath)
 	if (x->runner == NULL)
 		return EXIT_WORKER;	/* said why */
 	log_debug("isolation: %s; network: %s; limits: %s",
-	    runner_isolation(x->runner), runner_network(x->runner),
+	    runner_isolation(x->runner), runner_network_desc(x->runner),
 	    runner_limits(x->runner));
 	if (runner_start(x->runner) < 0) {
 		log_warn("exec: cannot start %s", wpath);

@@ -113,6 +113,9 @@ void html_kb(FILE *f, long long kb);		/* "15.1 MB", "?" */
 /* A class name for a status or kind: the known ones, else "other". */
 const char *html_class(const char *name);
 
+/* report_net.c: the connections through the egress proxy, if any */
+void report_network(const struct report *r);
+
 /* report_page.c */
 void report_page(const struct report *r, const char *nonce);
 /* The meaning of a stop's exit status. */

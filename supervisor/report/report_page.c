@@ -473,6 +473,7 @@ report_page(const struct report *r, const char *nonce)
 	report_chart(r);
 	report_table(r);
 	report_details(r);
+	report_network(r);
 	records(r);
 	html_fmt(r->out, "<script nonce=\"%s\">\n", nonce);
 	html_raw(r->out, script);

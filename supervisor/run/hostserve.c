@@ -169,7 +169,7 @@ h_runtime_info(void *ctx, struct cell *c, const struct msg_request *q)
 	(void)c;
 	/* the worker's world, and its workspace as the worker sees it */
 	reply_text(r, q->id, history_runtime_info(runner_isolation(r),
-	    runner_network(r), jail_workspace(r->jail)));
+	    runner_network_desc(r), jail_workspace(r->jail)));
 }
 
 /* call_me and whatever else the front end serves. */

@@ -198,6 +198,7 @@ rebuild_world(struct runner *r)
 		log_warnx("the run's namespace init died: its namespaces, "
 		    "view, /tmp and /dev/shm were made anew (rebuild %u)",
 		    jail_rebuilds(r->jail));
+		egressrun_relisten(r);
 		return 0;
 	}
 	(void)snprintf(why, sizeof why, "cannot rebuild the run's "

@@ -149,7 +149,7 @@ runner_new(struct loop *l, const struct runner_config *c,
 	if (r->contain != NULL)
 		per_process_limits(r);
 	r->cfg.worker.generations = &r->generations;
-	if (r->contain != NULL && new_jail(r) == 0)
+	if (r->contain != NULL && new_jail(r) == 0 && egressrun_new(r) == 0)
 		r->w = worker_new(l, &r->cfg.worker, &runner_worker_ops, r);
 	if (r->w != NULL && c->snapshot != SNAPSHOT_NEVER &&
 	    (r->standby = worker_new(l, &r->cfg.worker, &runner_worker_ops,
@@ -158,6 +158,7 @@ runner_new(struct loop *l, const struct runner_config *c,
 		worker_set_sibling(r->standby, r->w);
 	}
 	if (r->w == NULL) {
+		egressrun_free(r);
 		jail_free(r->jail);
 		contain_free(r->contain);
 		free(r);
@@ -173,6 +174,7 @@ runner_free(struct runner *r)
 		return;
 	worker_free(r->w);
 	worker_free(r->standby);
+	egressrun_free(r);
 	jail_free(r->jail);
 	loop_timer_cancel(r->loop, r->respawn_timer);
 	loop_timer_cancel(r->loop, r->standby_timer);
@@ -254,7 +256,7 @@ runner_isolation(const struct runner *r)
 const char *
 runner_network(const struct runner *r)
 {
-	return jail_network(r->jail);
+	return r->egress != NULL ? "proxy" : jail_network(r->jail);
 }
 
 struct cell *
@@ -463,6 +465,7 @@ runner_flush_output(struct runner *r, struct cell *c)
 	redact_field(r, &c->traceback);
 	redact_field(r, &c->detail);
 	redact_field(r, &c->stack);
+	redact_field(r, &c->egress.last_refused);
 }
 
 void

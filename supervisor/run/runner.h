@@ -26,6 +26,9 @@
 #include "supervisor/text/redact.h"
 #include "supervisor/run/workers.h"
 
+struct egress;
+struct egress_event;
+
 struct runner;
 
 /* When a cell gets a snapshot to roll back to should it be killed. */
@@ -52,6 +55,13 @@ struct runner_config {
 	/* The front end's UI steps aside (1) while input() waits for a
 	 * line on input_fd and comes back (0) after; NULL = no UI. */
 	void (*pause_ui)(int paused);
+	/* --network proxy: the egress policy's entries, NULL-ended (NULL:
+	 * none; checked by the front end, policy.h) */
+	const char *const *allow_hosts;
+	const char *const *deny_hosts;
+	int network_ask;		/* hold an unlisted host for approval */
+	uint64_t max_egress_bytes;	/* both ways; 0: none */
+	uint64_t approval_ms;		/* then refused */
 };
 
 /* The steps of the running cell's deadline ladder (run/ladder.c); the
@@ -81,6 +91,9 @@ struct runner_ops {
 	 * wanted. */
 	void (*kill)(void *ctx, const struct cell *c, enum ladder_step step,
 	    const char *why);
+	/* --network proxy: a connection allowed, refused or closed. NULL:
+	 * not wanted. */
+	void (*net)(void *ctx, const struct egress_event *ev);
 };
 
 /*
@@ -161,9 +174,16 @@ const char *runner_containment(const struct runner *r);
 const char *runner_limits(const struct runner *r);
 /* What the worker's world has, e.g. "mountns,pidns,...", or "none (why)". */
 const char *runner_isolation(const struct runner *r);
-/* The worker's network: "none" (a namespace of its own, only lo) or
- * "host" (--network host, or no jail). */
+/* The worker's network: "none" (a namespace of its own, only lo),
+ * "proxy" (the same, and the egress proxy) or "host" (--network host,
+ * or no jail). */
 const char *runner_network(const struct runner *r);
+/* The egress proxy (--network proxy), or NULL. */
+struct egress *runner_egress(struct runner *r);
+/* runner_network, and for a proxy its address and policy: "proxy
+ * http://127.0.0.1:3128 (allow: pypi.org; deny: ...)". Valid until the
+ * next call. */
+const char *runner_network_desc(struct runner *r);
 /*
  * A signal from sig.h: SIGCHLD reaps orphans reparented to us and returns
  * -1 (carry on); any other returns the exit status to stop with (130 for

@@ -23,6 +23,7 @@
 #include "proto/proto.h"
 #include "sandbox/contain.h"
 #include "sandbox/jail.h"
+#include "supervisor/egress/egress.h"
 #include "supervisor/cells/cells.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/run/procstat.h"
@@ -119,7 +120,16 @@ struct runner {
 	/* told of a worker's death at once (runner_on_death) */
 	void (*death_fn)(void *ctx, struct cell *c);
 	void *death_ctx;
+	struct egress *egress;	/* --network proxy, or NULL */
+	char netdesc[1024];	/* runner_network_desc's */
 };
+
+/* egressrun.c: the egress proxy once the jail exists (0: made, or not
+ * asked for; -1: asked for and impossible, logged); listening in a
+ * rebuilt jail's new namespace; freed. */
+int egressrun_new(struct runner *r);
+void egressrun_relisten(struct runner *r);
+void egressrun_free(struct runner *r);
 
 /* runner.c: held-back output and the record's texts, redacted; live
  * output of a stream (1 or 2) into the record and to the front end; the

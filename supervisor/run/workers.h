@@ -100,6 +100,8 @@ struct worker_config {
 	size_t max_frame;
 	size_t output_limit;		/* a traceback's head + tail, 0 none */
 	const char *const *pass_env;	/* extra variable names, NULL-ended */
+	const char *const *set_env;	/* "NAME=value" set for the worker
+					 * (over the host's), NULL-ended */
 	uint64_t ready_timeout_ms;
 	struct contain *contain;	/* cgroups etc.; owned by the caller */
 	struct jail *jail;		/* the run's world; owned by the caller;

@@ -61,15 +61,31 @@ env_allowed(const char *entry, const char *const *extra)
 	return 0;
 }
 
+/* Is entry's name one set_env sets? */
+static int
+env_set(const char *entry, const char *const *set)
+{
+	size_t n = strcspn(entry, "="), i;
+
+	for (i = 0; set != NULL && set[i] != NULL; i++)
+		if (strncmp(set[i], entry, n) == 0 && set[i][n] == '=')
+			return 1;
+	return 0;
+}
+
 static void
 build_env(const struct worker *w, char **envp)
 {
 	extern char **environ;
 	size_t n = 0, i;
 
-	for (i = 0; environ[i] != NULL && n < MAX_ENV - 3; i++)
-		if (env_allowed(environ[i], w->cfg.pass_env))
+	for (i = 0; environ[i] != NULL && n < MAX_ENV - 16; i++)
+		if (env_allowed(environ[i], w->cfg.pass_env) &&
+		    !env_set(environ[i], w->cfg.set_env))
 			envp[n++] = environ[i];
+	for (i = 0; w->cfg.set_env != NULL && w->cfg.set_env[i] != NULL &&
+	    n < MAX_ENV - 3; i++)
+		envp[n++] = (char *)(uintptr_t)w->cfg.set_env[i];
 	/* Fewer glibc arenas: threads stay cheap under RLIMIT_DATA. */
 	envp[n++] = (char *)(uintptr_t)"MALLOC_ARENA_MAX=2";
 	envp[n++] = (char *)(uintptr_t)"PYTHONIOENCODING=utf-8";

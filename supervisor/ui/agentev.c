@@ -15,6 +15,7 @@
 #include "common/exitcodes.h"
 #include "supervisor/agent/agent.h"
 #include "supervisor/cells/cells.h"
+#include "supervisor/egress/egress.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/ui/events.h"
 
@@ -309,6 +310,36 @@ ev_outage(void *ctx, const struct model_outage *o, const struct agent_req *q,
 	events_emit("outage_wait_end", f);
 }
 
+static const char *const net_what[] = { "allowed", "refused", "closed",
+	"held" };
+static const char *const net_by[] = { "policy", "operator", "timeout" };
+
+static void
+ev_net(void *ctx, const struct egress_event *e)
+{
+	json_t *f;
+
+	(void)ctx;
+	if (!events_enabled())
+		return;
+	f = json_pack("{s:s, s:I, s:s, s:s, s:i, s:o, s:o, s:o}", "what",
+	    net_what[e->what], "conn", (json_int_t)e->id, "method", e->method, "host",
+	    e->host, "port", (int)e->port, "addr", events_str(e->addr[0] ?
+	    e->addr : NULL), "entry", events_str(e->entry), "reason",
+	    events_str(e->reason));
+	if (f != NULL && (e->what == EGRESS_ALLOWED ||
+	    e->what == EGRESS_REFUSED))
+		(void)json_object_set_new(f, "by", json_string(net_by[e->by]));
+	if (f != NULL && e->what == EGRESS_CLOSED) {
+		(void)json_object_set_new(f, "up", json_integer((json_int_t)
+		    e->up));
+		(void)json_object_set_new(f, "down", json_integer((json_int_t)
+		    e->down));
+		(void)json_object_set_new(f, "seconds", json_real(e->seconds));
+	}
+	events_emit(e->what == EGRESS_HELD ? "network_approval" : "egress", f);
+}
+
 /* --- the observer --------------------------------------------------------- */
 
 static void
@@ -349,4 +380,5 @@ ui_events_observer(struct agent_observer *o, const struct ui_opts *u)
 	o->outage = ev_outage;
 	o->stop = ev_stop;
 	o->run_end = ev_run_end;
+	o->net = ev_net;
 }

@@ -50,6 +50,14 @@ SCHEMA = {
     "budget_stop": (STOP, {}),
     "outage_wait_start": (dict(OUTAGE, next_try_in=NUM), {"hint": STR}),
     "outage_wait_end": (dict(OUTAGE, outcome=STR), {}),
+    "egress": ({
+        "what": STR, "conn": INT, "method": STR, "host": STR, "port": INT,
+        "addr": (STR, NULL), "entry": (STR, NULL), "reason": (STR, NULL)},
+        {"by": STR, "up": INT, "down": INT, "seconds": NUM}),
+    "network_approval": ({
+        "what": STR, "conn": INT, "method": STR, "host": STR, "port": INT,
+        "addr": (STR, NULL), "entry": (STR, NULL), "reason": (STR, NULL)},
+        {}),
     "run_end": ({
         "exit": INT, "reason": (STR, NULL), "cells": INT, "tokens": INT,
         "tokens_estimated": INT, "cost": (NUM, NULL), "failures": INT,
@@ -78,6 +86,8 @@ SUB = {
 ENUMS = {
     ("cell_output", "stream"): {"stdout", "stderr"},
     ("kill", "stage"): {"interrupt", "stack_dump", "kill"},
+    ("egress", "what"): {"allowed", "refused", "closed"},
+    ("network_approval", "what"): {"held"},
     ("model_request_start", "purpose"): {"call_me", "repair"},
     ("model_request_end", "purpose"): {"call_me", "repair"},
     ("outage_wait_end", "outcome"): {"answered", "gave_up"},

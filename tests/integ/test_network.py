@@ -416,8 +416,9 @@ call_me(input='probe done')
              "next_cell": {"code": "print('after-ok')\nquit()\n",
                            "summary": "next"}},
             {"text": "ok"}, {"text": "ok"}])
-        p, f = ctx.start([ctx.agentz, "--base-url", srv.base_url, "--journal",
-                          journal, "a task"], env={"OPENAI_API_KEY": None})
+        p, f = ctx.start([ctx.agentz, "--network", "none", "--base-url",
+                          srv.base_url, "--journal", journal, "a task"],
+                         env={"OPENAI_API_KEY": None})
         out, err = ctx.communicate(p, RUN_TIMEOUT)
         f.close()
     assert p.returncode == 0, (out[-2000:], err[-2000:])

@@ -292,10 +292,13 @@ def test_the_unit_runs_an_agent_in_a_booted_systemd(tmp_path):
     assert probe["cwd"] == WORKSPACE, probe
     if probe["isolation"] is not None:
         assert probe["isolation"] == isolation[0], probe
-    # Its own network: loopback only, nothing of the host's listening.
-    assert probe["network"] == "none" and probe["listening"] == 0, probe
+    # Its own network: loopback only, nothing of the host's listening;
+    # the one listener is the run's egress proxy (agent runs' default,
+    # nothing allowed).
+    assert probe["network"] == "proxy http://127.0.0.1:3128 (allow: " \
+        "nothing)" and probe["listening"] == 1, probe
     assert [x.get("network") for x in recs if "isolation" in x] == \
-        ["none"], recs
+        ["proxy"], recs
     # What cell 2 wrote in its cwd belongs to root on disk.
     assert r["written"] is not None, \
         "no file from the cell in %s; state folder: %r" % (
