@@ -138,4 +138,5 @@ def test_bash_completion_offers_the_options_of_help():
     assert "--max-cells" not in complete("exec", "--max")
     assert complete("--snapshot", "") == {"auto", "always", "never"}
     assert complete("ctl", "somerun", "") == {
-        "status", "note", "stop", "pause", "resume", "kill-cell", "budgets"}
+        "status", "note", "stop", "pause", "resume", "kill-cell", "budgets",
+        "allow", "deny", "network", "approve", "reject"}
