@@ -445,7 +445,8 @@ list(struct ctl_founds *fs, int as_json)
 	size_t i, shown = 0;
 	char *s;
 
-	qsort(fs->v, fs->n, sizeof fs->v[0], cmp_found);
+	if (fs->n > 0)	/* qsort of NULL: undefined, even for none */
+		qsort(fs->v, fs->n, sizeof fs->v[0], cmp_found);
 	for (i = 0; i < fs->n; i++) {
 		if (!fs->v[i].shown || (s = status_of(&fs->v[i])) == NULL)
 			continue;
