@@ -51,11 +51,11 @@ static const char runs_usage[] =
     "usage: agentz runs [--json] [DIR|SOCKET...]\n"
     "  lists the agent runs on this host from their control sockets\n"
     "  ($RUNTIME_DIRECTORY, /run/agentz, $XDG_RUNTIME_DIR/agentz, or the\n"
-    "  folders and sockets given): its handle (what agentz ctl takes),\n"
-    "  state, cell, age, tokens, pid, working folder, the task's first\n"
-    "  words, last cell; --json prints one JSON object a line (the run's\n"
-    "  status, \"socket\" and \"handle\"; a socket nobody answers is\n"
-    "  \"state\": \"stale\")\n";
+    "  folders and sockets given): each run's handle (what agentz ctl\n"
+    "  takes), state, cell, age, tokens, pid, working folder, the task's\n"
+    "  first words, last cell; --json prints one JSON object a line (the\n"
+    "  run's status, \"socket\" and \"handle\"; a socket nobody answers\n"
+    "  is \"state\": \"stale\")\n";
 
 /* --- agentz ctl --------------------------------------------------------------------- */
 
