@@ -19,6 +19,7 @@
 #include "supervisor/text/jsonf.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "supervisor/text/redact.h"
 
 #define OPERATOR "the operator"
+#define TASK_SHOWN 60	/* bytes of the task's first words in a status */
 
 static void
 show_flags(const struct agent *a)
@@ -164,19 +166,60 @@ budget_int(long long used, long long max, struct jf *f)
 	return f;
 }
 
+static int
+is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The task's first words (what agentz runs shows): blanks and line
+ * breaks made one space, at most TASK_SHOWN bytes, cut after a word and
+ * "..." added when more follows. buf holds TASK_SHOWN + 4. */
+static const char *
+first_words(const char *task, char *buf)
+{
+	size_t i = 0, k = 0;
+
+	while (task != NULL && task[i] != '\0' && k < TASK_SHOWN) {
+		if (!is_blank(task[i])) {
+			buf[k++] = task[i++];
+			continue;
+		}
+		while (is_blank(task[i]))
+			i++;
+		if (k > 0 && task[i] != '\0')
+			buf[k++] = ' ';
+	}
+	if (task != NULL && task[i] != '\0') {
+		if (buf[k - 1] != ' ' && !is_blank(task[i]) &&
+		    memchr(buf, ' ', k) != NULL)
+			while (k > 0 && buf[k - 1] != ' ')
+				k--;	/* a word cut: the words before it */
+		while (k > 0 && buf[k - 1] == ' ')
+			k--;
+		memcpy(buf + k, "...", 3);
+		k += 3;
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
 static char *
 op_status(struct agent *a, const struct ctl_req *q, int *ok)
 {
 	const struct cell *cur = runner_current(a->runner);
 	long long n = (long long)runner_cells(a->runner)->n;
 	struct jf cell[7], cells[4], tokens[4], cost[4], deadline[4], worker[4];
-	char last[320], last_error[320], approvals[1024];
+	char last[320], last_error[320], cwd[PATH_MAX], task[TASK_SHOWN + 4];
+	char approvals[1024];
 	double age = loop_wall() - a->run_started;
 	struct jf f[] = {
 		JF_B("ok", 1), JF_I("v", 1),
 		JF_S("name", a->run_name != NULL ? a->run_name : ""),
 		JF_S("state", state_of(a)), JF_I("pid", (int)getpid()),
 		JF_I("uid", (int)geteuid()), JF_S("journal", a->cfg.journal),
+		JF_S("cwd", getcwd(cwd, sizeof cwd)),
+		JF_S("task", first_words(a->task, task)),
 		JF_R("started_at", a->run_started), JF_R("age_s", age),
 		JF_O("cell", cur != NULL ? cell_fields(a, cur, cell) : NULL),
 		JF_O("cells", budget_int(n, a->cfg.max_cells, cells)),
@@ -517,6 +560,30 @@ mask_sockets(struct agent *a, const char *path, const char *dir,
 }
 
 /*
+ * The handle agentz ctl takes for this run, said at start: its name, or
+ * NAME-PID when another live run had the name (ctlfind.h); the socket's
+ * path when it is outside the folders agentz ctl searches.
+ */
+static void
+say_handle(const struct agent *a, const char *path, int dedicated)
+{
+	const char *base = strrchr(path, '/');
+	size_t n = strlen(a->run_name);
+
+	base = base != NULL ? base + 1 : path;
+	if (!dedicated)
+		log_info("control: agentz ctl %s COMMAND", path);
+	else if (strncmp(base, a->run_name, n) == 0 &&
+	    strcmp(base + n, ".sock") == 0)
+		log_info("control: agentz ctl %s COMMAND (socket %s)",
+		    a->run_name, path);
+	else
+		log_info("control: agentz ctl %s-%ld COMMAND (another run is "
+		    "named %s; socket %s)", a->run_name, (long)getpid(),
+		    a->run_name, path);
+}
+
+/*
  * Opens the run's control socket before the worker's world is built, and
  * masks it there. A run without one goes on, said once.
  */
@@ -538,7 +605,7 @@ agent_ctl_open(struct agent *a)
 		log_warn("no control socket at %s", path != NULL ? path : dir);
 	} else {
 		mask_sockets(a, path, dir, dedicated);
-		log_debug("control socket: %s", path);
+		say_handle(a, path, dedicated);
 	}
 	free(path);
 	free(dir);

@@ -1,42 +1,39 @@
 /*
  * ctlcli.c - `agentz ctl` and `agentz runs` (see ctlcli.h): short-lived
- * blocking clients, each request bounded by a timeout.
+ * blocking clients of the runs' control sockets, found and named by
+ * ctlfind.c.
  *
  * agentz ctl exits 0 when the run answered ok, 1 when it answered with
- * an error, 2 for a usage error or no run to talk to.
+ * an error, 2 for a usage error (an unknown command is one, decided here
+ * before any run is asked) or no run to talk to (a path that is not a
+ * socket, a name no run or more than one run has).
  *
  * The replies are read with text/jsonf.h; the one place that writes a
- * reply back, agentz runs --json, adds "socket" to the reply's text.
+ * reply back, agentz runs --json, adds "socket" and "handle" to the
+ * reply's text.
  */
 #include "supervisor/front/ctlcli.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "common/buf.h"
-#include "common/fdio.h"
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/front/config.h"
+#include "supervisor/front/ctlfind.h"
 #include "supervisor/text/jsonf.h"
 
-#define REPLY_MAX (1 << 20)
 #define CTL_TIMEOUT_S 10
 #define RUNS_TIMEOUT_S 2
-#define RUNS_MAX 256
 
 static const char ctl_usage[] =
     "usage: agentz ctl RUN_OR_SOCKET COMMAND [ARGS]\n"
-    "  RUN is a run's name (agentz runs lists them), or the path of its\n"
-    "  control socket. COMMAND is one of:\n"
+    "  RUN is a run's handle (agentz runs lists them: its name, or\n"
+    "  NAME-PID when runs share a name), or the path of its control\n"
+    "  socket. COMMAND is one of:\n"
     "    status        the run as it stands (one JSON object)\n"
     "    note TEXT     a note for the model's next request\n"
     "    stop          end the run after the running cell (exit 6)\n"
@@ -62,141 +59,134 @@ static const char runs_usage[] =
     "usage: agentz runs [--json] [DIR|SOCKET...]\n"
     "  lists the agent runs on this host from their control sockets\n"
     "  ($RUNTIME_DIRECTORY, /run/agentz, $XDG_RUNTIME_DIR/agentz, or the\n"
-    "  folders and sockets given): name, state, cell, age, tokens, last\n"
-    "  cell; --json prints one JSON object a line (the run's status and\n"
-    "  \"socket\"; a socket nobody answers is \"state\": \"stale\")\n";
-
-/* --- one request ---------------------------------------------------------------- */
-
-static int
-connect_to(const char *path, int timeout_s)
-{
-	struct timeval tv = { timeout_s, 0 };
-	struct sockaddr_un sa;
-	int fd, e;
-
-	if (ctl_sockaddr(path, &sa) < 0)
-		return -1;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return -1;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	if (connect(fd, (const struct sockaddr *)&sa, sizeof sa) < 0) {
-		e = errno;
-		(void)close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-/*
- * Sends the line and its newline: fd_write_all writes with write(2),
- * which has no MSG_NOSIGNAL, so SIGPIPE is ignored while it does (a run
- * that refused us has closed: EPIPE, not death) and put back after. The
- * line is under CTL_LINE_MAX, which a fresh socket takes at once (the
- * loop's wait for POLLOUT, which ignores SO_SNDTIMEO, is not reached).
- */
-static int
-send_line(int fd, const char *line)
-{
-	struct sigaction ign, old;
-	int rc, e;
-
-	memset(&ign, 0, sizeof ign);
-	ign.sa_handler = SIG_IGN;
-	(void)sigemptyset(&ign.sa_mask);
-	if (sigaction(SIGPIPE, &ign, &old) < 0)
-		return -1;
-	rc = fd_write_all(fd, line, strlen(line));
-	if (rc == 0)
-		rc = fd_write_all(fd, "\n", 1);
-	e = errno;
-	(void)sigaction(SIGPIPE, &old, NULL);
-	errno = e;
-	return rc;
-}
-
-/* The reply line (malloc'ed, no newline), or NULL with errno. */
-static char *
-read_line(int fd)
-{
-	struct buf b;
-	char chunk[4096], *nl;
-	ssize_t n;
-
-	buf_init(&b);
-	buf_set_max(&b, REPLY_MAX);
-	for (;;) {
-		n = read(fd, chunk, sizeof chunk);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || buf_append(&b, chunk, (size_t)n) < 0)
-			break;
-		if ((nl = memchr(b.data, '\n', b.len)) != NULL) {
-			*nl = '\0';
-			return buf_detach(&b, NULL);
-		}
-	}
-	if (n == 0)
-		errno = EPIPE;	/* closed without a reply */
-	buf_clear(&b);
-	return NULL;
-}
-
-/* Sends line (with its newline) to the socket at path; the reply or
- * NULL with errno. */
-static char *
-ask(const char *path, const char *line, int timeout_s)
-{
-	char *reply = NULL;
-	int fd = connect_to(path, timeout_s), e;
-
-	if (fd < 0)
-		return NULL;
-	/* a run that refuses us says why and closes at once: the reply may
-	 * be there even when the request could not be sent */
-	if (send_line(fd, line) == 0 || errno == EPIPE || errno == ECONNRESET)
-		reply = read_line(fd);
-	e = errno;
-	(void)close(fd);
-	errno = e;
-	return reply;
-}
+    "  folders and sockets given): each run's handle (what agentz ctl\n"
+    "  takes), state, cell, age, tokens, pid, working folder, the task's\n"
+    "  first words, last cell; --json prints one JSON object a line (the\n"
+    "  run's status, \"socket\" and \"handle\"; a socket nobody answers\n"
+    "  is \"state\": \"stale\")\n";
 
 /* --- agentz ctl --------------------------------------------------------------------- */
 
+/* 0 when path is a socket, else -1, said. */
 static int
-is_socket(const char *path)
+check_socket(const char *path)
 {
 	struct stat st;
 
-	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+	if (stat(path, &st) < 0) {
+		(void)fprintf(stderr, "agentz ctl: %s: %s: not a run's control "
+		    "socket (agentz runs lists the runs)\n", path,
+		    strerror(errno));
+		return -1;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		(void)fprintf(stderr, "agentz ctl: %s is not a run's control "
+		    "socket (%s; agentz runs lists the runs)\n", path,
+		    S_ISDIR(st.st_mode) ? "a folder" : S_ISREG(st.st_mode) ?
+		    "a file" : "not a socket");
+		return -1;
+	}
+	return 0;
 }
 
-/* RUN's socket: a path as given, else NAME.sock or NAME/NAME.sock in the
- * search folders. malloc'ed or NULL. */
+/* Whether run names r: by its name (by_pid 0) or as NAME-PID (1). */
+static int
+names(const struct ctl_found *r, const char *run, int by_pid)
+{
+	char h[320];
+
+	if (r->status == NULL || r->name == NULL)
+		return 0;
+	if (!by_pid)
+		return strcmp(r->name, run) == 0;
+	(void)snprintf(h, sizeof h, "%s-%lld", r->name, r->pid);
+	return r->pid > 0 && strcmp(h, run) == 0;
+}
+
+/* How many live runs run names (the last one in *at). */
+static size_t
+count_named(const struct ctl_founds *fs, const char *run, int by_pid,
+    size_t *at)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < fs->n; i++)
+		if (fs->v[i].searched && names(&fs->v[i], run, by_pid)) {
+			*at = i;
+			k++;
+		}
+	return k;
+}
+
+static void
+say_ambiguous(const struct ctl_founds *fs, const char *run, int by_pid,
+    size_t k)
+{
+	const struct ctl_found *r;
+	size_t i;
+
+	(void)fprintf(stderr, "agentz ctl: '%s' names %zu runs; give the "
+	    "handle of one:\n", run, k);
+	for (i = 0; i < fs->n; i++) {
+		r = &fs->v[i];
+		if (!r->searched || !names(r, run, by_pid))
+			continue;
+		(void)fprintf(stderr, "  %-24s pid %-8lld %s  \"%s\"\n",
+		    r->handle != NULL ? r->handle : r->path, r->pid,
+		    r->cwd != NULL ? r->cwd : "?", r->task != NULL ? r->task :
+		    "");
+	}
+}
+
+/* A socket nobody answers whose file name is run: its path (asked again,
+ * it says why not), else NULL. */
+static char *
+silent_named(const struct ctl_founds *fs, const char *run)
+{
+	size_t i;
+
+	for (i = 0; i < fs->n; i++)
+		if (fs->v[i].status == NULL && strcmp(fs->v[i].stem, run) == 0)
+			return strdup(fs->v[i].path);
+	return NULL;
+}
+
+/*
+ * The socket of the one live run that run names (its name, else
+ * NAME-PID) in the folders searched, else a silent socket of that file
+ * name; NULL when none or several (said).
+ */
+static char *
+find_named(const char *run)
+{
+	struct ctl_founds fs = { NULL, 0, 0 };
+	char *path = NULL;
+	size_t k, at = 0;
+	int by_pid = 0;
+
+	ctl_found_search(&fs, 0, ctl_found_family, run);
+	ctl_found_ask(&fs, RUNS_TIMEOUT_S);
+	ctl_found_handles(&fs);
+	if ((k = count_named(&fs, run, 0, &at)) == 0)
+		k = count_named(&fs, run, by_pid = 1, &at);
+	if (k == 1)
+		path = strdup(fs.v[at].path);
+	else if (k > 1)
+		say_ambiguous(&fs, run, by_pid, k);
+	else if ((path = silent_named(&fs, run)) == NULL)
+		(void)fprintf(stderr, "agentz ctl: no run named '%s' (agentz "
+		    "runs lists them; or give the socket's path)\n", run);
+	ctl_found_free(&fs);
+	return path;
+}
+
+/* RUN's socket: a path as given, else the run named so. NULL: said. */
 static char *
 find_run(const char *run)
 {
-	char *dirs[3], *p = NULL;
-	size_t n = ctl_search_dirs(dirs), i;
-
-	if (strchr(run, '/') != NULL)
-		p = strdup(run);
-	for (i = 0; i < n; i++) {
-		if (p == NULL && asprintf(&p, "%s/%s.sock", dirs[i], run) >= 0 &&
-		    !is_socket(p)) {
-			free(p);
-			if (asprintf(&p, "%s/%s/%s.sock", dirs[i], run, run) < 0 ||
-			    !is_socket(p)) {
-				free(p);
-				p = NULL;
-			}
-		}
-		free(dirs[i]);
-	}
-	return p;
+	if (strchr(run, '/') == NULL)
+		return find_named(run);
+	return check_socket(run) == 0 ? strdup(run) : NULL;
 }
 
 /* The request: the words after RUN joined by spaces, on one line. */
@@ -238,6 +228,26 @@ reply_status(const char *reply)
 	return r.ok ? EXIT_OK : EXIT_FAILED;
 }
 
+/* The request line, checked as the run would: NULL when it is not one
+ * (said). */
+static char *
+checked_request(int argc, char **argv)
+{
+	struct ctl_req q;
+	char *line = request_line(argc, argv), err[256];
+
+	if (line == NULL || strlen(line) >= CTL_LINE_MAX) {
+		(void)fprintf(stderr, "agentz ctl: the request is over %d "
+		    "bytes\n", CTL_LINE_MAX - 1);
+	} else if (ctl_parse(line, strlen(line), &q, err, sizeof err) < 0) {
+		(void)fprintf(stderr, "agentz ctl: %s\n", err);
+	} else {
+		return line;
+	}
+	free(line);
+	return NULL;
+}
+
 int
 ctlcli_ctl_main(int argc, char **argv)
 {
@@ -253,20 +263,13 @@ ctlcli_ctl_main(int argc, char **argv)
 		(void)fputs(ctl_usage, stderr);
 		return EXIT_USAGE;
 	}
+	if ((line = checked_request(argc - 2, argv + 2)) == NULL)
+		return EXIT_USAGE;
 	if ((path = find_run(argv[1])) == NULL) {
-		(void)fprintf(stderr, "agentz ctl: no run named '%s' (agentz "
-		    "runs lists them; or give the socket's path)\n", argv[1]);
-		return EXIT_USAGE;
-	}
-	line = request_line(argc - 2, argv + 2);
-	if (line == NULL || strlen(line) >= CTL_LINE_MAX) {
-		(void)fprintf(stderr, "agentz ctl: the request is over %d "
-		    "bytes\n", CTL_LINE_MAX - 1);
 		free(line);
-		free(path);
 		return EXIT_USAGE;
 	}
-	reply = ask(path, line, CTL_TIMEOUT_S);
+	reply = ctl_ask(path, line, CTL_TIMEOUT_S);
 	if (reply == NULL) {
 		(void)fprintf(stderr, "agentz ctl: %s: %s%s\n", path,
 		    strerror(errno), errno == ECONNREFUSED ? " (a stale "
@@ -284,83 +287,28 @@ ctlcli_ctl_main(int argc, char **argv)
 
 /* --- agentz runs -------------------------------------------------------------------- */
 
-struct found {
-	char *path[RUNS_MAX];
-	size_t n;
-};
-
-static void
-add_found(struct found *f, const char *dir, const char *name)
-{
-	char *p;
-
-	if (f->n < RUNS_MAX && asprintf(&p, "%s/%s", dir, name) >= 0) {
-		if (is_socket(p))
-			f->path[f->n++] = p;
-		else
-			free(p);
-	}
-}
-
 static int
-is_sock_name(const char *name)
+cmp_found(const void *a, const void *b)
 {
-	size_t n = strlen(name);
-
-	return n > 5 && strcmp(name + n - 5, ".sock") == 0;
-}
-
-/* Sockets in dir, and in its folders one level down (a unit's
- * RuntimeDirectory=agentz/NAME). */
-static void
-scan(struct found *f, const char *dir, int depth)
-{
-	struct dirent *de;
-	struct stat st;
-	char *sub;
-	DIR *d;
-
-	if (is_socket(dir)) {
-		if (f->n < RUNS_MAX && (f->path[f->n] = strdup(dir)) != NULL)
-			f->n++;
-		return;
-	}
-	if ((d = opendir(dir)) == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (is_sock_name(de->d_name)) {
-			add_found(f, dir, de->d_name);
-		} else if (depth == 0 && asprintf(&sub, "%s/%s", dir,
-		    de->d_name) >= 0) {
-			if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-				scan(f, sub, 1);
-			free(sub);
-		}
-	}
-	(void)closedir(d);
-}
-
-static int
-cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return strcmp(((const struct ctl_found *)a)->path,
+	    ((const struct ctl_found *)b)->path);
 }
 
 /*
- * A JSON object's text (a reply jf_parse took) with "socket" added last,
+ * A JSON object's text (a reply jf_parse took) with "socket" and "handle"
+ * added last,
  * by hand: jsonf reads chosen fields into C and writes objects from
  * fields, but cannot take an object whole and add one to it (the status
  * has more fields than a row shows, and may grow). A run writes its
  * replies compact, as jansson (under jf_dumps) does, so the text is what
  * re-encoding the parsed object gave before: {...} becomes
- * {...,"socket":"PATH"}. NULL when out of memory.
+ * {...,"socket":"PATH","handle":"H"}. NULL when out of memory.
  */
 static char *
-with_socket(const char *reply, const char *path)
+with_socket(const char *reply, const struct ctl_found *r)
 {
-	struct jf f[] = { JF_S("socket", path), JF_END };
+	struct jf f[] = { JF_S("socket", r->path), JF_S("handle", r->handle),
+	    JF_END };
 	char *sock = jf_dumps(f, NULL), *s = NULL;	/* {"socket":...} */
 	size_t n = strlen(reply);
 	int empty;
@@ -378,30 +326,20 @@ with_socket(const char *reply, const char *path)
 	return s;
 }
 
-/* The run's status with "socket" (JSON text), or a stand-in saying why
- * none came. */
+/* The run's status with "socket" and "handle" (JSON text), or a
+ * stand-in saying why none came. */
 static char *
-status_of(const char *path)
+status_of(const struct ctl_found *r)
 {
-	char *reply = ask(path, "status", RUNS_TIMEOUT_S), *s;
-	const char *base = strrchr(path, '/');
-	struct jf_in none[] = { { .key = NULL } };
-	char name[256];
-	int e = errno;
+	int e = r->err;
 
-	if (reply != NULL && jf_parse(reply, strlen(reply), none) == 0) {
-		s = with_socket(reply, path);
-		free(reply);
-		return s;
-	}
-	free(reply);
-	(void)snprintf(name, sizeof name, "%s", base != NULL ? base + 1 : path);
-	if (strlen(name) > 5)
-		name[strlen(name) - 5] = '\0';	/* ".sock" */
-	return jf_dumps((struct jf[]){ JF_S("name", name),
-	    JF_S("socket", path), JF_S("state", e == ECONNREFUSED ||
-	    e == ENOENT ? "stale" : e == EACCES ? "denied" : "no-answer"),
-	    JF_S("error", strerror(e)), JF_END }, NULL);
+	if (r->status != NULL)
+		return with_socket(r->status, r);
+	return jf_dumps((struct jf[]){ JF_S("name", r->stem),
+	    JF_S("socket", r->path), JF_S("handle", r->handle),
+	    JF_S("state", e == ECONNREFUSED || e == ENOENT ? "stale" :
+	    e == EACCES ? "denied" : "no-answer"), JF_S("error", strerror(e)),
+	    JF_END }, NULL);
 }
 
 static void
@@ -420,14 +358,58 @@ human_age(double s, char *buf, size_t n)
 /* What a row shows of a status (or a stand-in); a field absent, null or
  * of another type stays as set here (a number 0, a string NULL). */
 struct row {
-	char *name, *state, *last, *error;
+	char *state, *last, *error;
 	long long cell_n;
 	double age_s, tokens_used;
 };
 
-/* One row of agentz runs from the JSON text of status_of. */
+
+/* s with control characters shown as '?' (a task or folder may hold
+ * them), cut to at most n - 1 bytes. */
 static void
-print_line(const char *status)
+printable(const char *s, char *buf, size_t n)
+{
+	size_t i;
+
+	(void)snprintf(buf, n, "%s", s != NULL ? s : "-");
+	for (i = 0; buf[i] != '\0'; i++)
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+			buf[i] = '?';
+}
+
+#define ROW_FMT "%-24s %-13s %-5s %-6s %-10s %-8s %-32s %-36s %s\n"
+#define ROW_TASK 30	/* bytes of the task's first words in a row */
+
+/* The task's first words quoted, cut after a word to ROW_TASK bytes
+ * ("..." added then); "-" when none. */
+static void
+row_task(const char *task, char *buf, size_t n)
+{
+	char words[ROW_TASK + 1];
+	size_t k;
+
+	if (task == NULL) {
+		(void)snprintf(buf, n, "-");
+		return;
+	}
+	printable(task, words, sizeof words);
+	k = strlen(words);
+	if (strlen(task) > k) {		/* cut: after its last whole word */
+		if (task[k] != ' ' && strrchr(words, ' ') != NULL)
+			k = (size_t)(strrchr(words, ' ') - words);
+		while (k > 0 && words[k - 1] == ' ')
+			k--;
+		if (k >= 3 && strcmp(words + k - 3, "...") == 0)
+			k -= 3;
+		words[k] = '\0';
+	}
+	(void)snprintf(buf, n, "\"%s%s\"", words, strlen(task) > k ? "..." :
+	    "");
+}
+
+/* One row of agentz runs: the run found, its status (or a stand-in). */
+static void
+print_line(const struct ctl_found *r, const char *status)
 {
 	struct row w = { .cell_n = 0 };
 	struct jf_in cell[] = {
@@ -437,7 +419,6 @@ print_line(const char *status)
 		{ .key = "used", .kind = JF_KREAL, .dst = &w.tokens_used },
 		{ .key = NULL }
 	}, in[] = {
-		{ .key = "name", .kind = JF_KSTR, .dst = &w.name },
 		{ .key = "state", .kind = JF_KSTR, .dst = &w.state },
 		{ .key = "cell", .kind = JF_KOBJ, .sub = cell },
 		{ .key = "age_s", .kind = JF_KREAL, .dst = &w.age_s },
@@ -446,82 +427,112 @@ print_line(const char *status)
 		{ .key = "error", .kind = JF_KSTR, .dst = &w.error },
 		{ .key = NULL }
 	};
-	char c[16] = "-", age[16], tokens[48] = "-";
+	char c[16] = "-", age[16], tokens[48] = "-", pid[24] = "-";
+	char cwd[1024], task[ROW_TASK + 8];
 
 	if (jf_parse(status, strlen(status), in) < 0)
 		return;
-	if (in[2].found == 1)
+	if (in[1].found == 1)
 		(void)snprintf(c, sizeof c, "%lld", w.cell_n);
-	human_age(in[3].found == 1 ? w.age_s : -1, age, sizeof age);
-	if (in[4].found == 1)
+	human_age(in[2].found == 1 ? w.age_s : -1, age, sizeof age);
+	if (in[3].found == 1)
 		(void)snprintf(tokens, sizeof tokens, "%.0f", w.tokens_used);
-	(void)printf("%-24s %-13s %-5s %-6s %-10s %s\n", w.name, w.state, c,
-	    age, tokens, w.last != NULL ? w.last : w.error != NULL ? w.error :
-	    "-");
+	if (r->pid > 0)
+		(void)snprintf(pid, sizeof pid, "%lld", r->pid);
+	printable(r->cwd, cwd, sizeof cwd);
+	row_task(r->task, task, sizeof task);
+	(void)printf(ROW_FMT, r->handle != NULL ? r->handle : r->path,
+	    w.state, c, age, tokens, pid, cwd, task, w.last != NULL ?
+	    w.last : w.error != NULL ? w.error : "-");
 	jf_in_free(in);
 }
 
 static void
-list(struct found *f, int as_json)
+list(struct ctl_founds *fs, int as_json)
 {
+	size_t i, shown = 0;
 	char *s;
-	size_t i;
 
-	qsort(f->path, f->n, sizeof f->path[0], cmp_str);
-	if (!as_json && f->n > 0)
-		(void)printf("%-24s %-13s %-5s %-6s %-10s %s\n", "NAME", "STATE",
-		    "CELL", "AGE", "TOKENS", "LAST");
-	for (i = 0; i < f->n; i++) {
-		if ((i > 0 && strcmp(f->path[i], f->path[i - 1]) == 0) ||
-		    (s = status_of(f->path[i])) == NULL)
+	if (fs->n > 0)	/* qsort of NULL: undefined, even for none */
+		qsort(fs->v, fs->n, sizeof fs->v[0], cmp_found);
+	for (i = 0; i < fs->n; i++) {
+		if (!fs->v[i].shown || (s = status_of(&fs->v[i])) == NULL)
 			continue;
+		if (!as_json && shown++ == 0)
+			(void)printf(ROW_FMT, "NAME", "STATE", "CELL", "AGE",
+			    "TOKENS", "PID", "FOLDER", "TASK", "LAST");
 		if (as_json)
 			(void)printf("%s\n", s);
 		else
-			print_line(s);
+			print_line(&fs->v[i], s);
 		free(s);
 	}
-	for (i = 0; i < f->n; i++)
-		free(f->path[i]);
+	if (shown == 0 && !as_json)
+		(void)fprintf(stderr, "agentz runs: no runs found\n");
+}
+
+/* Whether stem.sock may be a run of a name a run given has. */
+static int
+same_name(const char *stem, const void *arg)
+{
+	const struct ctl_founds *fs = arg;
+	size_t i;
+
+	for (i = 0; i < fs->n; i++)
+		if (fs->v[i].shown && ctl_found_family(stem, fs->v[i].name))
+			return 1;
+	return 0;
+}
+
+/* A folder or socket given: its sockets, or -1 (said). */
+static int
+scan_given(struct ctl_founds *fs, const char *where)
+{
+	if (ctl_found_scan(fs, where, 0, 1, NULL, NULL) == 0)
+		return 0;
+	if (errno == ENOTDIR)
+		(void)fprintf(stderr, "agentz runs: %s is neither a folder nor "
+		    "a socket (give folders of control sockets, or "
+		    "sockets)\n", where);
+	else
+		(void)fprintf(stderr, "agentz runs: %s: %s (give folders of "
+		    "control sockets, or sockets)\n", where, strerror(errno));
+	return -1;
 }
 
 int
 ctlcli_runs_main(int argc, char **argv)
 {
-	struct found f = { .n = 0 };
-	char *dirs[3];
-	int as_json = 0, i, given = 0;
-	size_t n, k;
+	struct ctl_founds fs = { NULL, 0, 0 };
+	int as_json = 0, i, given = 0, rc = -1;
 
-	for (i = 1; i < argc; i++) {
+	for (i = 1; i < argc && rc < 0; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			as_json = 1;
 		} else if (strcmp(argv[i], "--help") == 0 ||
 		    strcmp(argv[i], "-h") == 0) {
 			(void)fputs(runs_usage, stdout);
-			while (f.n > 0)		/* the runs found before it */
-				free(f.path[--f.n]);
-			return EXIT_OK;
+			rc = EXIT_OK;
 		} else if (argv[i][0] == '-') {
 			(void)fprintf(stderr, "agentz runs: unknown option '%s'\n"
 			    "%s", argv[i], runs_usage);
-			while (f.n > 0)
-				free(f.path[--f.n]);
-			return EXIT_USAGE;
+			rc = EXIT_USAGE;
+		} else if (scan_given(&fs, argv[i]) < 0) {
+			rc = EXIT_USAGE;
 		} else {
-			scan(&f, argv[i], 0);
 			given = 1;
 		}
 	}
-	if (!given) {
-		n = ctl_search_dirs(dirs);
-		for (k = 0; k < n; k++) {
-			scan(&f, dirs[k], 0);
-			free(dirs[k]);
-		}
+	if (rc < 0) {
+		/* the runs given are named by the searched folders' runs of
+		 * their names, asked too */
+		ctl_found_ask(&fs, RUNS_TIMEOUT_S);
+		ctl_found_search(&fs, !given, given ? same_name : NULL, &fs);
+		ctl_found_ask(&fs, RUNS_TIMEOUT_S);
+		ctl_found_handles(&fs);
+		list(&fs, as_json);
+		rc = EXIT_OK;
 	}
-	list(&f, as_json);
-	if (f.n == 0 && !as_json)
-		(void)fprintf(stderr, "agentz runs: no runs found\n");
-	return EXIT_OK;
+	ctl_found_free(&fs);
+	return rc;
 }

@@ -161,10 +161,12 @@ is_journal(FILE *journal, const char *output)
 static int
 render(struct report *r, const struct opts *o)
 {
-	if (report_read(r) < 0) {
+	int rc = report_read(r);
+
+	if (rc == -1)
 		log_warn("report: cannot read %s", o->journal);
+	if (rc < 0)
 		return EXIT_FAILED;
-	}
 	if (o->output == NULL || strcmp(o->output, "-") == 0) {
 		if (write_page(r, stdout) < 0) {
 			log_warn("report: cannot write the page to stdout");

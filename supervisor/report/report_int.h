@@ -84,9 +84,10 @@ struct report {
 };
 
 /* report_read.c */
-/* Reads every line of r->f (r->path names it in errors); 0, or -1 with
- * errno when the file cannot be read or memory runs out. Unreadable lines
- * are entries, each named on stderr with its line number. */
+/* Reads every line of r->f (r->path names it in errors); 0, -1 with
+ * errno when the file cannot be read or memory runs out, or -2 when it is
+ * not a journal (its first line is not a run record; said). Unreadable
+ * lines are entries, each named on stderr with its line number. */
 int report_read(struct report *r);
 void report_clear(struct report *r);
 /* The record at where, read again: a new object, or NULL. */

@@ -4,7 +4,9 @@
  * object or without a type is kept as unreadable (with its first bytes
  * and why) and named on stderr; it never stops the reading. A cell's
  * records leave only short copies, numbers and their place; other
- * records are kept, their long strings cut.
+ * records are kept, their long strings cut. A file whose first line is
+ * not a run record (an empty file, a README, JSON lines of something
+ * else) is not a journal: refused, said, nothing read.
  */
 #include "supervisor/report/report_int.h"
 
@@ -361,6 +363,39 @@ read_line(struct report *r, const char *line, size_t n, off_t off)
 	json_decref(rec);
 }
 
+/* Why the first line (n bytes, 0: none) is not a journal's, said; 0
+ * when it is its run record. */
+static int
+not_a_journal(const struct report *r, const char *line, size_t n)
+{
+	const char *bad = NULL, *type;
+	char why[256], *vis;
+	json_t *rec;
+
+	if (n == 0) {
+		log_warnx("report: %s is not a journal: it is empty (a journal "
+		    "starts with its run record)", r->path);
+		return -1;
+	}
+	rec = parse_line(line, n, &bad, why, sizeof why);
+	type = rec != NULL ? report_jstr(rec, "type") : NULL;
+	if (type != NULL && strcmp(type, "run") == 0) {
+		json_decref(rec);
+		return 0;
+	}
+	/* the line's bytes may be quoted: made safe for a terminal */
+	vis = type != NULL ? termout_visible(type, strlen(type), 0) :
+	    termout_visible(bad != NULL ? bad : "?", strlen(bad != NULL ?
+	    bad : "?"), 0);
+	log_warnx("report: %s is not a journal: its first line is %s%s%s "
+	    "(a journal starts with its run record)", r->path, type != NULL ?
+	    "a \"" : "not a run record: ", vis != NULL ? vis : "?",
+	    type != NULL ? "\" record" : "");
+	free(vis);
+	json_decref(rec);
+	return -1;
+}
+
 int
 report_read(struct report *r)
 {
@@ -371,7 +406,13 @@ report_read(struct report *r)
 	int rc;
 
 	r->pending_repair = r->last_in = -1;
-	while ((n = getline(&line, &cap, r->f)) > 0) {
+	n = getline(&line, &cap, r->f);
+	if (!ferror(r->f) && not_a_journal(r, line, n > 0 ? (size_t)n : 0) <
+	    0) {
+		free(line);
+		return -2;
+	}
+	for (; n > 0; n = getline(&line, &cap, r->f)) {
 		r->lines++;
 		read_line(r, line, (size_t)n, off);
 		off += n;

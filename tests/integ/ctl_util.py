@@ -59,7 +59,7 @@ class Run:
     by threads, waits on what it printed."""
 
     def __init__(self, srv, tmp_path, name, rt, args=(), env=None,
-                 agentz=AGENTZ, prefix=(), owner=None):
+                 agentz=AGENTZ, prefix=(), owner=None, task="the task"):
         self.ws = tmp_path / ("ws-" + name)
         self.ws.mkdir(exist_ok=True)
         if owner is not None:
@@ -72,7 +72,7 @@ class Run:
         self.sock = os.path.join(str(rt), name + ".sock") if rt else None
         self.p = subprocess.Popen(
             [*prefix, agentz, "--base-url", srv.base_url, "--journal",
-             str(self.journal), "--cell-timeout", "60", *args, "the task"],
+             str(self.journal), "--cell-timeout", "60", *args, task],
             cwd=self.ws, env=e, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.cond = threading.Condition()

@@ -119,11 +119,16 @@ def test_runs_lists_two_concurrent_runs_and_a_stale_socket(tmp_path, rt):
                 assert runs[name]["last"] == "cell 0: ok"
                 assert runs[name]["socket"] == run.sock
             assert runs["gone"]["state"] == "stale"
+            # a run's handle is its name where agentz ctl NAME searches
+            # (issue 22; elsewhere, its socket's path)
             p = subprocess.run([AGENTZ, "runs", str(rt)], capture_output=True,
-                               text=True, timeout=30)
+                               text=True, timeout=30,
+                               env=dict(os.environ, RUNTIME_DIRECTORY=str(rt)))
             lines = p.stdout.splitlines()
+            # PID, FOLDER and TASK added by issue 22 (test_ctl_names.py)
             assert lines[0].split() == ["NAME", "STATE", "CELL", "AGE",
-                                        "TOKENS", "LAST"]
+                                        "TOKENS", "PID", "FOLDER", "TASK",
+                                        "LAST"]
             rows = {ln.split()[0]: ln.split() for ln in lines[1:]}
             assert rows["alpha"][1:3] == ["running", "1"]
             assert rows["beta"][1:3] == ["running", "1"]

@@ -252,13 +252,50 @@ def test_the_page_never_replaces_the_journal(tmp_path):
     assert j.read_text().startswith('{"v":1,"type":"run"')
 
 
-def test_empty_journal(tmp_path):
+def test_a_file_that_is_not_a_journal_is_refused(tmp_path):
+    """An empty file, a README, JSON lines of something else: not a
+    journal (it starts with its run record), one line naming the file and
+    what is wrong, exit 1 (the journal cannot be read), no page (issue
+    22; an empty file was rendered as "the journal is empty" before)."""
     j = tmp_path / "empty.jsonl"
     j.write_text("")
+    readme = tmp_path / "README.md"
+    readme.write_text("# agentz\n\nA supervisor.\n")
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"v":1,"type":"note","text":"hi","at":1.5}\n')
+    array = tmp_path / "array.jsonl"
+    array.write_text('["v", 1]\n{"v":1,"type":"run","task":"t"}\n')
+    tail = " (a journal starts with its run record)"
+    for f, why in (
+            ("/dev/null", "it is empty"),
+            (j, "it is empty"),
+            (readme, "its first line is not a run record: not JSON: '[' "
+                     "or '{' expected near '#', at column 1"),
+            (other, 'its first line is a "note" record'),
+            (array, "its first line is not a run record: not a JSON "
+                    "object")):
+        out = tmp_path / "x.html"
+        p = report(f, "-o", out)
+        assert p.returncode == 1, (f, p.stderr)
+        assert p.stderr.decode().splitlines() == [
+            f"agentz: report: {f} is not a journal: {why}{tail}"], p.stderr
+        assert not out.exists() and p.stdout == b""
+    # a bad first line's bytes quoted in the error reach no terminal raw
+    j.write_bytes(b'{"a":\x1b]0;title\x07}\n')
+    p = report(j)
+    assert p.returncode == 1
+    assert b"\x1b" not in p.stderr and b"\x07" not in p.stderr
+    assert "its first line is not a run record: not JSON: invalid token " \
+        "near '\\x1b" in p.stderr.decode()
+
+
+def test_a_journal_of_only_its_run_record(tmp_path):
+    """A run killed right after it began (or one being started now)."""
+    j = tmp_path / "begun.jsonl"
+    j.write_text('{"v":1,"type":"run","task":"t","model":"m","at":1.5}\n')
     p = report(j)
     assert p.returncode == 0 and p.stderr == b""
     page = p.stdout.decode()
-    assert 'id="empty"' in page and "The journal is empty" in page
     assert 'data-cells="0"' in page and "No cell was recorded" in page
     assert "no stop record" in page
 
@@ -274,19 +311,20 @@ def test_torn_and_non_json_lines_without_a_browser(run, tmp_path):
         "without its newline" in p.stderr.decode()
     page = p.stdout.decode()
     assert 'data-cells="6"' in page and "no stop record" in page
-    j.write_bytes(b"\x00\xff garbage\n" + b"".join(
-        l.encode() for l in lines[:5]))
+    # after its run record (a first line that is not one: not a journal)
+    j.write_bytes(lines[0].encode() + b"\x00\xff garbage\n" + b"".join(
+        l.encode() for l in lines[1:5]))
     p = report(j)
     assert p.returncode == 0
-    assert f"{j}:1: unreadable journal line (not JSON: " in p.stderr.decode()
+    assert f"{j}:2: unreadable journal line (not JSON: " in p.stderr.decode()
     assert "\ufffd garbage" in p.stdout.decode() and "\\x00" in \
         p.stdout.decode()
     # a bad line's bytes quoted in the error reach no terminal raw
-    j.write_bytes(b'{"a":\x1b]0;title\x07}\n')
+    j.write_bytes(lines[0].encode() + b'{"a":\x1b]0;title\x07}\n')
     p = report(j)
     assert p.returncode == 0
     assert b"\x1b" not in p.stderr and b"\x07" not in p.stderr
-    assert f"{j}:1: unreadable journal line (not JSON: invalid token near " \
+    assert f"{j}:2: unreadable journal line (not JSON: invalid token near " \
         "'\\x1b" in p.stderr.decode()
 
 
