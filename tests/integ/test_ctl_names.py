@@ -115,7 +115,8 @@ def test_two_runs_of_one_journal_name_are_told_apart(tmp_path, rt):
             assert rc == 2 and r is None
             assert one_line(err) == "agentz ctl: unknown command 'frob' " \
                 "(status, note TEXT, stop, stop --now, pause, resume, " \
-                "kill-cell, budgets [OPTIONS])"
+                "kill-cell, budgets [OPTIONS], allow HOST, deny HOST, " \
+                "network, approve [--always] ID, reject ID)"
             assert not a.records("operator") and not b.records("operator")
 
             # a handle stops that run and no other
