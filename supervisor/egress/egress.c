@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -21,8 +22,12 @@
 #include "supervisor/loop/loop.h"
 
 /* One direction's bytes in flight: a whole TLS record fits, so the
- * server name is checked before a byte of the hello goes on. */
-#define DIR_SIZE (16384 + 512)
+ * server name is checked before a byte of the hello goes on; 64 KiB so a
+ * fast transfer moves in few turns of the loop. */
+#define DIR_SIZE (65536 + 512)
+/* Read-and-write rounds for one wake-up of a connection: a busy one
+ * moves more per poll, without holding the loop from the others. */
+#define PUMP_ROUNDS 8
 
 const struct egress_limits egress_default_limits = { 64, 10000, 30000,
     300000, 0, 300000, 0 };
@@ -37,12 +42,20 @@ enum conn_state {
 	C_CLOSING		/* our answer to the client, then close */
 };
 
+/* A relayed direction's bytes go through a pipe of this size, spliced
+ * from one socket to the other without a copy to user space. */
+#define SPLICE_PIPE (1 << 20)
+
 struct dir {
-	unsigned char b[DIR_SIZE];
+	unsigned char b[DIR_SIZE];	/* before the relay, and what was
+					 * read before it began */
 	size_t off, len;
+	int pipe[2];		/* the relay's, -1: not yet */
+	size_t inpipe, cap;	/* bytes in it, its size */
 	int eof;		/* the source ended */
 	int shut;		/* and the destination was told */
-	uint64_t total;
+	uint64_t total;		/* read */
+	uint64_t sent;		/* written */
 };
 
 struct conn {
@@ -120,6 +133,16 @@ arm(struct conn *c, unsigned ms)
 }
 
 static void
+dir_close(struct dir *d)
+{
+	if (d->pipe[0] >= 0) {
+		(void)close(d->pipe[0]);
+		(void)close(d->pipe[1]);
+	}
+	d->pipe[0] = d->pipe[1] = -1;
+}
+
+static void
 conn_free(struct conn *c, const char *reason)
 {
 	struct egress *e = c->e;
@@ -141,6 +164,8 @@ conn_free(struct conn *c, const char *reason)
 		loop_unwatch(e->loop, c->ufd);
 		(void)close(c->ufd);
 	}
+	dir_close(&c->up);
+	dir_close(&c->down);
 	if (c->ai != NULL)
 		freeaddrinfo(c->ai);
 	e->live--;
@@ -201,21 +226,33 @@ refuse(struct conn *c, int status, const char *why)
 	arm(c, c->e->lim.head_ms);
 }
 
+/* May d's source be read now: in the relay, once its buffer is empty,
+ * into the pipe; else into the buffer. */
+static int
+room(const struct conn *c, const struct dir *d)
+{
+	if (d->eof)
+		return 0;
+	if (c->st == C_RELAY && d->len == 0 && d->pipe[0] >= 0)
+		return d->inpipe < d->cap;
+	return d->len < DIR_SIZE;
+}
+
 static void
 interest(struct conn *c)
 {
 	short ce = 0, ue = 0;
 
-	if (!c->up.eof && c->up.len < DIR_SIZE)
+	if (room(c, &c->up))
 		ce |= POLLIN;
-	if (c->down.len > 0)
+	if (c->down.len > 0 || c->down.inpipe > 0)
 		ce |= POLLOUT;
 	loop_events(c->e->loop, c->cfd, ce);
 	if (c->ufd < 0)
 		return;
-	if (!c->down.eof && c->down.len < DIR_SIZE)
+	if (room(c, &c->down))
 		ue |= POLLIN;
-	if (c->up.len > 0 && c->st == C_RELAY)
+	if ((c->up.len > 0 && c->st == C_RELAY) || c->up.inpipe > 0)
 		ue |= POLLOUT;
 	loop_events(c->e->loop, c->ufd, ue);
 }
@@ -229,7 +266,7 @@ fill(int fd, struct dir *d, uint64_t *bytes)
 
 	if (d->len == 0)
 		d->off = 0;
-	else if (d->off > 0) {	/* the free room in one piece */
+	else if (d->off > 0 && DIR_SIZE - d->off - d->len < DIR_SIZE / 4) {
 		memmove(d->b, d->b + d->off, d->len);
 		d->off = 0;
 	}
@@ -259,6 +296,7 @@ drain(int fd, struct dir *d)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		d->off += (size_t)n;
 		d->len -= (size_t)n;
+		d->sent += (uint64_t)n;
 		if (d->len == 0)
 			d->off = 0;
 	}
@@ -294,16 +332,97 @@ over_budget(struct egress *e, struct conn *c)
 	return 1;
 }
 
+/* The relay of one direction whose buffer is empty: src -> pipe -> dst
+ * with splice(2), so the bytes never enter user space. 0, or -1 with
+ * errno. */
+static int
+splice_dir(int src, int dst, struct dir *d, uint64_t *bytes)
+{
+	ssize_t n;
+	int cap;
+
+	if (d->pipe[0] < 0) {
+		if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+			return -1;
+		(void)fcntl(d->pipe[1], F_SETPIPE_SZ, SPLICE_PIPE);
+		cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
+		d->cap = cap > 0 ? (size_t)cap : 65536;
+	}
+	if (!d->eof && d->inpipe < d->cap) {
+		n = splice(src, NULL, d->pipe[1], NULL, d->cap - d->inpipe,
+		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n > 0) {
+			d->inpipe += (size_t)n;
+			d->total += (uint64_t)n;
+			*bytes += (uint64_t)n;
+		} else if (n == 0)
+			d->eof = 1;
+		else if (errno != EAGAIN && errno != EINTR)
+			return -1;
+	}
+	if (d->inpipe > 0) {
+		n = splice(d->pipe[0], NULL, dst, NULL, d->inpipe,
+		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n > 0) {
+			d->inpipe -= (size_t)n;
+			d->sent += (uint64_t)n;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+	}
+	if (d->inpipe == 0 && d->eof && !d->shut) {
+		d->shut = 1;
+		(void)shutdown(dst, SHUT_WR);
+	}
+	return 0;
+}
+
+/* One direction of the relay: what its buffer holds first (the request
+ * head, bytes read before the relay began), then spliced. */
+static int
+move(int src, int dst, struct dir *d, uint64_t *bytes)
+{
+	if (d->len > 0)
+		return drain(dst, d);
+	return splice_dir(src, dst, d, bytes);
+}
+
+/* Writes what both directions hold; while relaying, moves bytes both
+ * ways as long as they move (PUMP_ROUNDS at most). 0, or -1 with
+ * errno. */
+static int
+pump(struct conn *c)
+{
+	uint64_t before;
+	int i;
+
+	if (c->st != C_RELAY || c->ufd < 0)
+		return drain(c->cfd, &c->down);
+	for (i = 0; i < PUMP_ROUNDS; i++) {
+		before = c->up.total + c->down.total + c->up.sent +
+		    c->down.sent;
+		if (move(c->cfd, c->ufd, &c->up, &c->e->bytes) < 0 ||
+		    move(c->ufd, c->cfd, &c->down, &c->e->bytes) < 0)
+			return -1;
+		if (c->up.total + c->down.total + c->up.sent + c->down.sent ==
+		    before)
+			break;
+	}
+	return 0;
+}
+
 static void
 relay(struct conn *c, short crev, short urev)
 {
 	int err = 0;
 
 	c->last_us = loop_now_us();
-	if ((crev & (POLLIN | POLLHUP | POLLERR)) &&
+	/* before the relay (the ClientHello, the 200 going out) through
+	 * the buffers; in it, pump splices */
+	if (c->st != C_RELAY && (crev & (POLLIN | POLLHUP | POLLERR)) &&
 	    fill(c->cfd, &c->up, &c->e->bytes) < 0)
 		err = errno;
-	if (!err && c->ufd >= 0 && (urev & (POLLIN | POLLHUP | POLLERR)) &&
+	if (!err && c->st != C_RELAY && c->ufd >= 0 &&
+	    (urev & (POLLIN | POLLHUP | POLLERR)) &&
 	    fill(c->ufd, &c->down, &c->e->bytes) < 0)
 		err = errno;
 	if (!err && over_budget(c->e, c)) {
@@ -334,11 +453,12 @@ relay(struct conn *c, short crev, short urev)
 		if (rc != 1)
 			c->st = C_RELAY;
 	}
-	if (!err && c->ufd >= 0 && c->st == C_RELAY &&
-	    drain(c->ufd, &c->up) < 0)
+	if (!err && pump(c) < 0)
 		err = errno;
-	if (!err && drain(c->cfd, &c->down) < 0)
-		err = errno;
+	if (!err && over_budget(c->e, c)) {
+		conn_free(c, c->e->spent_why);
+		return;
+	}
 	if (err) {
 		conn_free(c, strerror(err));
 		return;
@@ -712,6 +832,8 @@ on_accept(struct loop *l, int fd, short revents, void *ctx)
 		c->id = ++e->ids;
 		c->cfd = cfd;
 		c->ufd = -1;
+		c->up.pipe[0] = c->up.pipe[1] = -1;
+		c->down.pipe[0] = c->down.pipe[1] = -1;
 		c->t0_us = c->last_us = loop_now_us();
 		c->next = e->conns;
 		e->conns = c;
