@@ -44,7 +44,7 @@ enum conn_state {
 
 /* A relayed direction's bytes go through a pipe of this size, spliced
  * from one socket to the other without a copy to user space. */
-#define SPLICE_PIPE (1 << 20)
+#define SPLICE_PIPE (256 << 10)
 
 struct dir {
 	unsigned char b[DIR_SIZE];	/* before the relay, and what was

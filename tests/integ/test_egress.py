@@ -741,3 +741,183 @@ def test_max_egress_bytes_cuts_the_download_and_stops_the_run(tmp_path):
         assert closed[0]["down"] < 2 << 20, closed
     finally:
         origin.close()
+
+
+# --- a real client: pip, through an allowed local index ----------------------
+
+def _wheel(name, version):
+    """A minimal pure-Python wheel (PEP 427), its file name and bytes."""
+    import base64
+    import hashlib
+    import io
+    import zipfile
+    dist = "%s-%s.dist-info" % (name, version)
+    files = {
+        "%s.py" % name: b"ANSWER = 42\n",
+        dist + "/METADATA": ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
+                             % (name, version)).encode(),
+        dist + "/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
+                         b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest())
+        record.append("%s,sha256=%s,%d" % (path, digest.rstrip(b"=").decode(),
+                                           len(data)))
+    record.append(dist + "/RECORD,,")
+    files[dist + "/RECORD"] = ("\n".join(record) + "\n").encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+    return "%s-%s-py3-none-any.whl" % (name, version), buf.getvalue()
+
+
+class IndexServer(HttpServer):
+    """A PEP 503 simple index serving one wheel."""
+
+    def __init__(self, name):
+        self.name = name
+        self.whl, self.data = _wheel(name, "1.0")
+        super().__init__()
+
+    def _serve(self):
+        while not self.done:
+            try:
+                c, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with c:
+                c.settimeout(10)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        d = c.recv(4096)
+                        if not d:
+                            break
+                        data += d
+                    line = data.split(b"\r\n", 1)[0].decode("latin-1")
+                    self.heads.append(line)
+                    path = line.split(" ")[1]
+                    if path.rstrip("/").endswith("/simple/" + self.name):
+                        body = ('<html><body><a href="/files/%s">%s</a>'
+                                '</body></html>' % (self.whl, self.whl)
+                                ).encode()
+                        ctype = b"text/html"
+                    elif path.endswith(self.whl):
+                        body, ctype = self.data, b"application/octet-stream"
+                    else:
+                        c.sendall(b"HTTP/1.1 404 Not Found\r\n"
+                                  b"Content-Length: 0\r\n"
+                                  b"Connection: close\r\n\r\n")
+                        continue
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
+                              b"Content-Length: %d\r\nConnection: close\r\n"
+                              b"\r\n" % (ctype, len(body)) + body)
+                except OSError:
+                    pass
+
+
+def test_pip_downloads_through_an_allowed_local_index(ctx):
+    name = "agentztestpkg"
+    index = server(ctx, lambda: IndexServer(name))
+    code = r'''
+import subprocess, sys
+env = dict(os.environ)
+for k in ('no_proxy', 'NO_PROXY'):
+    env.pop(k, None)
+p = subprocess.run(['/usr/bin/python3', '-m', 'pip', 'download', '--no-deps',
+                    '--disable-pip-version-check', '--no-cache-dir',
+                    '--index-url', 'http://127.0.0.1:%d/simple/',
+                    '-d', '/tmp/dl', '%s'], env=env, capture_output=True,
+                   text=True, timeout=120)
+report(rc=p.returncode, files=sorted(os.listdir('/tmp/dl'))
+       if os.path.isdir('/tmp/dl') else [], err=p.stderr[-800:])
+''' % (index.port, name)
+    r = ctx.run([cell(code)], args=proxy_args("--allow-host", "127.0.0.1:%d"
+                                              % index.port))
+    _, res = records(r)
+    assert res["rc"] == 0 and res["files"] == [index.whl], res
+    assert any(h.startswith("GET /simple/%s" % name) for h in index.heads), \
+        index.heads
+    # the same without the entry: pip fails, the index saw nothing more
+    seen = len(index.heads)
+    r = ctx.run([cell(code)], args=proxy_args())
+    _, res = records(r)
+    assert res["rc"] != 0 and res["files"] == [], res
+    assert len(index.heads) == seen
+
+
+# --- floods and slow clients ---------------------------------------------------
+
+def test_floods_and_slow_clients_neither_stall_a_deadline_nor_grow_the_supervisor(
+        tmp_path):
+    """A cell fills the proxy: 40 clients that never finish their head,
+    24 tunnels it floods both ways without reading, more connections
+    than the cap. Its own 2 s deadline still fires on time (the ladder
+    runs on the same loop) and the supervisor's peak memory stays within
+    the proxy's bound (64 connections' buffers) over its own."""
+    from model_server import ModelServer
+    from ctl_util import Run, first, gated, on, SLOW
+    from agentz_util import SAN
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    echo = EchoServer()
+    target = "127.0.0.1:%d" % echo.port
+    flood = r'''
+import socket, threading, time
+held = []
+for i in range(40):                       # slow heads
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+    s.sendall(b'GET http://a.invalid/ HTTP/1.1\r\nX: ')
+    held.append(s)
+def tunnel():
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)
+    s.sendall(b'CONNECT TARGET HTTP/1.1\r\n\r\n')
+    s.setblocking(False)
+    held.append(s)
+    junk = b'z' * 65536
+    while True:                           # writes, never reads
+        try:
+            s.send(junk)
+        except BlockingIOError:
+            time.sleep(0.01)
+        except OSError:
+            return
+for i in range(30):
+    threading.Thread(target=tunnel, daemon=True).start()
+print('FLOODING', flush=True)
+time.sleep(120)
+'''.replace("TARGET", target)
+    try:
+        script = first(flood) + on("Repair the failed cell", gated(9))
+        with ModelServer(script) as srv:
+            run = Run(srv, tmp_path, "flood", rt, args=(
+                "--cell-timeout", "2", "--grace", "1", "--allow-host",
+                target))
+            try:
+                run.wait_out("FLOODING")
+                run.wait_out("C9", timeout=60)
+                with open("/proc/%d/status" % run.p.pid) as f:
+                    hwm_kb = int([ln for ln in f if ln.startswith(
+                        "VmHWM:")][0].split()[1])
+                run.gate(9)
+                assert run.wait(timeout=60) == 0, run.show()
+            finally:
+                run.kill()
+        out1 = [r for r in run.records("output") if r["cell"] == 1][0]
+        assert out1["kind"] == "timeout", out1
+        # the deadline came at 2 s (+ the grace), not after the flood
+        assert out1["duration_us"] < 2e6 * SLOW + 5e6, out1
+        eg = run.records("egress")
+        refused = [r for r in eg if r["what"] == "refused"]
+        assert any("too many connections" in r["reason"] for r in refused), \
+            refused[:3]
+        # the proxy's bound: 64 connections x 2 x 64.5 KiB of buffers
+        # (their pipes are the kernel's), over a supervisor of ~20 MiB
+        if not SAN:
+            assert hwm_kb < 48 * 1024, hwm_kb
+    finally:
+        echo.close()
