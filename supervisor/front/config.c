@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 
 #include "common/size.h"
-#include "supervisor/egress/policy.h"
 #include "supervisor/front/confighelp.h"
+#include "supervisor/front/confignet.h"
 #include "proto/proto.h"
 #include "supervisor/text/secrets.h"
 
@@ -32,9 +32,6 @@ static const char *const snapshot_names[] = { "auto", "always", "never",
 static const char *const isolation_names[] = {
 	"", "required", "best-effort", "off", NULL
 };
-/* --network's, in enum jail_network's order */
-static const char *const network_names[] = { "none", "host", "proxy",
-	NULL };
 
 _Static_assert(sizeof(enum sandbox_profile) == sizeof(int) &&
     sizeof(enum snapshot_policy) == sizeof(int) &&
@@ -127,8 +124,8 @@ static const struct opt {
 	    MAX_PARALLEL_CALLS_MAX, NULL, 0, 0, 0, 0 },
 	{ "isolation", K_CHOICE, OFF(isolation), 0, 0, isolation_names, 0, 0,
 	    0, 0 },
-	{ "network", K_CHOICE, OFF(network), 0, 0, network_names, 0, 0, 0,
-	    0 },
+	{ "network", K_CHOICE, OFF(network), 0, 0, config_network_names, 0,
+	    0, 0, 0 },
 	{ "network-ask", K_FLAG, OFF(network_ask), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "approval-timeout", K_SECONDS, OFF(approval_timeout), 0, 86400,
 	    NULL, 0, 0, 0, 0 },
@@ -451,46 +448,6 @@ defaults(struct config *c)
 	c->approval_timeout = 300;
 }
 
-/* --network's default: proxy (nothing allowed unless an entry says)
- * for agent runs, none for exec; entries make sense with proxy only. */
-static int
-network_check(struct config *c, const char *cmd)
-{
-	const char *const *l[2] = { c->allow_hosts, c->deny_hosts };
-	struct policy_entry e;
-	char err[400];
-	size_t i, k;
-
-	if (c->network_ask && config_is_exec(cmd)) {
-		(void)fprintf(stderr, "%s: --network-ask is for agent runs (the "
-		    "operator answers through agentz ctl RUN approve)\n", cmd);
-		return -1;
-	}
-	if (c->network == NETWORK_UNSET)
-		c->network = config_is_exec(cmd) && c->nallow_hosts == 0 ?
-		    JAIL_NET_NONE : JAIL_NET_PROXY;
-	for (k = 0; k < 2; k++)
-		for (i = 0; l[k] != NULL && l[k][i] != NULL; i++) {
-			if (policy_entry_parse(l[k][i], &e, err,
-			    sizeof err) < 0) {
-				(void)fprintf(stderr, "%s: --%s %s\n", cmd,
-				    k ? "deny-host" : "allow-host", err);
-				return -1;
-			}
-			policy_entry_clear(&e);
-		}
-	if ((c->nallow_hosts || c->ndeny_hosts || c->network_ask ||
-	    c->max_egress_bytes) && c->network != JAIL_NET_PROXY) {
-		(void)fprintf(stderr, "%s: --%s needs --network proxy (the "
-		    "network is %s)\n", cmd, c->nallow_hosts ? "allow-host" :
-		    c->ndeny_hosts ? "deny-host" : c->network_ask ?
-		    "network-ask" : "max-egress-bytes",
-		    network_names[c->network]);
-		return -1;
-	}
-	return 0;
-}
-
 int
 config_parse(struct config *c, int argc, char **argv, const char *cmd)
 {
@@ -532,7 +489,7 @@ config_parse(struct config *c, int argc, char **argv, const char *cmd)
 	}
 	c->args = argv + optind;
 	c->nargs = argc - optind;
-	return network_check(c, cmd);
+	return config_network_check(c, cmd);
 }
 
 void
@@ -550,6 +507,7 @@ config_clear(struct config *c)
 	c->allow_hosts = NULL;
 	free(c->deny_hosts);
 	c->deny_hosts = NULL;
+	config_network_clear(c);
 }
 
 /* agentz-worker next to our own executable, unless --worker says. */

@@ -45,6 +45,9 @@ struct config {
 	size_t ndeny_hosts;
 	int network_ask;		/* --network-ask */
 	uint64_t max_egress_bytes;	/* --max-egress-bytes, 0 none */
+	char **host_files;		/* the @FILE lists' texts, which the
+					 * entries point into */
+	size_t nhost_files;
 	double approval_timeout;	/* --approval-timeout, seconds */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */

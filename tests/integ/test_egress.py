@@ -921,3 +921,28 @@ time.sleep(120)
             assert hwm_kb < 48 * 1024, hwm_kb
     finally:
         echo.close()
+
+
+def test_entries_from_a_file(ctx):
+    origin = server(ctx, HttpServer)
+    lists = ctx.visible_dir("agentz-egress-lists-")
+    good = ctx.write(os.path.join(lists, "allow.txt"), (
+        "# the test's origin\n\n  pypi.org  \n127.0.0.1:%d # inline\n"
+        % origin.port).encode())
+    r = ctx.run([cell("report(a=fetch('http://127.0.0.1:%d/'))"
+                      % origin.port)],
+                args=proxy_args("-v", "--allow-host", "@" + good))
+    _, res = records(r)
+    assert res["a"]["status"] == 200, res
+    assert "(allow: pypi.org, 127.0.0.1:%d)" % origin.port in r.stderr
+    bad = ctx.write(os.path.join(lists, "bad.txt"), b"ok.example\nnot ok\n")
+    rc, out, err = ctx.run_raw(["--allow-host", "@" + bad, "-"],
+                               stdin_text="x = 1\n")
+    assert rc == 2 and "--allow-host %s:2: 'not ok': not a host name" % bad \
+        in err, err
+    rc, out, err = ctx.run_raw(["--deny-host", "@" + lists, "-"],
+                               stdin_text="x = 1\n")
+    assert rc == 2 and "not a regular file" in err, err
+    rc, out, err = ctx.run_raw(["--deny-host", "@/nonexistent/x", "-"],
+                               stdin_text="x = 1\n")
+    assert rc == 2 and "No such file or directory" in err, err
