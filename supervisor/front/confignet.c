@@ -99,9 +99,10 @@ check(const char *cmd, const char *opt, const char *where, const char *e)
 }
 
 /* The entries of one option, @FILE read, each checked: a new list in
- * *out (*nout entries). */
+ * *out (*nout entries; on a failure what it holds is the caller's to
+ * free). */
 static int
-expand(struct config *c, const char *cmd, const char *opt,
+expand_into(struct config *c, const char *cmd, const char *opt,
     const char **in, const char ***out, size_t *nout)
 {
 	char where[512], *buf, *line, *next, *end;
@@ -144,6 +145,17 @@ expand(struct config *c, const char *cmd, const char *opt,
 		}
 	}
 	return 0;
+}
+
+static int
+expand(struct config *c, const char *cmd, const char *opt,
+    const char **in, const char ***out, size_t *nout)
+{
+	if (expand_into(c, cmd, opt, in, out, nout) == 0)
+		return 0;
+	free(*out);
+	*out = NULL;
+	return -1;
 }
 
 /* --allow-host's and --deny-host's lists with their files read. */
