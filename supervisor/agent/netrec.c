@@ -8,6 +8,7 @@
 #include "supervisor/agent/agent_int.h"
 
 #include "common/log.h"
+#include "supervisor/cells/journal.h"
 #include "supervisor/egress/egress.h"
 #include "supervisor/text/jsonf.h"
 
@@ -50,6 +51,11 @@ agent_net(void *ctx, const struct egress_event *ev)
 		log_debug("network: %s %s %s:%u%s%s", what_names[ev->what],
 		    ev->method, ev->host, ev->port, ev->addr[0] ? " at " : "",
 		    ev->addr);
+	/* many connections a second must not wait for the disk each: the
+	 * cell's record, synced, covers them (held ones wait for the
+	 * operator: synced at once) */
+	journal_lazy(a->journal, ev->what != EGRESS_HELD);
 	(void)agent_record(a, "egress", f);
+	journal_lazy(a->journal, 0);
 	agent_ev_net(a, ev);
 }

@@ -35,6 +35,7 @@ struct journal {
 	off_t last_off;		/* the last record appended, and its length */
 	size_t last_len;
 	const struct redact *red;
+	int lazy;		/* appends do not wait for the disk */
 };
 
 /* *err = "<what> <path>: <why>" */
@@ -396,7 +397,8 @@ append_line(struct journal *j, const char *line, size_t n)
 {
 	int saved;
 
-	if (fd_write_all(j->fd, line, n) == 0 && fdatasync(j->fd) == 0) {
+	if (fd_write_all(j->fd, line, n) == 0 &&
+	    (j->lazy || fdatasync(j->fd) == 0)) {
 		j->last_off = j->size;
 		j->last_len = n;
 		j->size += (off_t)n;
@@ -466,6 +468,13 @@ journal_write(struct journal *j, const char *text, size_t n)
 	rc = append_line(j, line, n + 1);
 	free(line);
 	return rc;
+}
+
+void
+journal_lazy(struct journal *j, int on)
+{
+	if (j != NULL)
+		j->lazy = on != 0;
 }
 
 int

@@ -63,6 +63,13 @@ void journal_close(struct journal *j);
  * "type") is record_json.h's journal_append.
  */
 int journal_write(struct journal *j, const char *text, size_t n);
+/*
+ * While on, appends are written without waiting for the disk
+ * (fdatasync): for records that come fast and matter less one by one
+ * (the egress proxy's connections); the next synced append (a cell's
+ * record) or the close covers them. Accepts NULL.
+ */
+void journal_lazy(struct journal *j, int on);
 /* The locked descriptor (journal_load reads the records through it). */
 int journal_fd(const struct journal *j);
 /* Where the last record appended starts, and its length (newline included). */

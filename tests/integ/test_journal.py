@@ -65,7 +65,8 @@ def test_resume_after_the_supervisor_was_killed(tmp_path):
         body = srv.bodies[0]
     assert p.returncode == 0, p.stderr
     assert "repaired False" in p.stdout       # a fresh namespace
-    failed = json.loads(body["input"].split("\n", 1)[1])
+    # the restart note, a blank line, the repair's line, the record
+    failed = json.loads(body["input"].split("rolled back.\n", 1)[1])
     assert failed["task"] == "the task" and failed["cell"] == 2
     assert failed["kind"] == "restart" and "restarted" in failed["detail"]
     recs = records(journal)
