@@ -872,11 +872,15 @@ egress_new(struct loop *l, struct policy *p, const struct egress_limits *lim,
 void
 egress_free(struct egress *e)
 {
+	struct conn *c, *next;
+
 	if (e == NULL)
 		return;
 	e->ops.conn = NULL;		/* the run is ending: no events */
-	while (e->conns != NULL)
-		conn_free(e->conns, NULL);
+	for (c = e->conns; c != NULL; c = next) {
+		next = c->next;
+		conn_free(c, NULL);
+	}
 	if (e->lfd >= 0) {
 		loop_unwatch(e->loop, e->lfd);
 		(void)close(e->lfd);

@@ -483,7 +483,7 @@ policy_check_addr(const struct policy *p, const struct sockaddr *sa,
 }
 
 static size_t
-list(char *buf, size_t len, size_t at, const struct policy_entry *l,
+entries_text(char *buf, size_t len, size_t at, const struct policy_entry *l,
     size_t n)
 {
 	size_t i;
@@ -510,12 +510,12 @@ policy_describe(const struct policy *p, char *buf, size_t len)
 	buf[0] = '\0';
 	w = snprintf(buf, len, "allow: %s", p->nallow ? "" : "nothing");
 	at = w < 0 ? 0 : (size_t)w;
-	at = list(buf, len, at, p->allow, p->nallow);
+	at = entries_text(buf, len, at, p->allow, p->nallow);
 	if (p->ndeny == 0 || at >= len)
 		return;
 	w = snprintf(buf + at, len - at, "; deny: ");
 	if (w > 0)
 		at += (size_t)w;
 	if (at < len)
-		(void)list(buf, len, at, p->deny, p->ndeny);
+		(void)entries_text(buf, len, at, p->deny, p->ndeny);
 }

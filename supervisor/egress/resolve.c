@@ -91,11 +91,10 @@ on_answer(struct loop *l, int fd, short revents, void *ctx)
 {
 	struct resolver *r = ctx;
 	struct lookup *lk;
-	ssize_t n;
 
 	(void)l;
 	(void)revents;
-	while ((n = read(fd, &lk, sizeof lk)) == (ssize_t)sizeof lk) {
+	while (read(fd, &lk, sizeof lk) == (ssize_t)sizeof lk) {
 		r->fn(r->ctx, lk->tag, lk->ai, lk->err);
 		free(lk);
 	}
