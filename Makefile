@@ -152,19 +152,38 @@ fixtures:
 	@test -d $(FIXTURES) || { echo "agentz: the tests need the sibling" \
 	    "../shared folder (missing: $(FIXTURES))" >&2; exit 1; }
 
-unit: $(UNIT_BIN) fixtures
-	@set -e; fail=0; for t in $(UNIT_BIN); do \
-	    AGENTZ_FIXTURES=$(FIXTURES) $$t || fail=1; \
-	done; exit $$fail
+# One target per test binary: make -j runs them side by side.
+UNIT_RUN := $(addsuffix .run,$(UNIT_BIN))
+.PHONY: $(UNIT_RUN)
+unit: $(UNIT_RUN)
+$(UNIT_RUN): %.run: % | fixtures
+	@AGENTZ_FIXTURES=$(FIXTURES) $<
 
+# Two pytest runs (tests/integ/conftest.py): every test not marked serial
+# in parallel (pytest-xdist; they mostly wait on processes, hence more
+# workers than cores; INTEG_JOBS=0 runs them in one process), then the
+# serial ones alone: they measure time. Both run even if the first fails.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+INTEG_JOBS ?= $(shell echo $$(( $(NPROC) * 2 )))
+INTEG_RUN = AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) \
+	    AGENTZ_FIXTURES=$(FIXTURES) $(PY) -m pytest -q -p no:cacheprovider
 integ: all $(O)/tests/try_syscall fixtures
-	AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) AGENTZ_FIXTURES=$(FIXTURES) \
-	    $(PY) -m pytest -q -p no:cacheprovider tests/integ
+	@$(PY) -c 'import xdist' 2>/dev/null || { echo "agentz: make integ" \
+	    "needs pytest-xdist (scripts/install-deps check)" >&2; exit 1; }
+	rc=0; \
+	$(INTEG_RUN) -n $(INTEG_JOBS) --dist loadgroup -m 'not serial' \
+	    tests/integ || rc=1; \
+	$(INTEG_RUN) -m serial tests/integ || rc=1; \
+	exit $$rc
 
+# Builds and unit tests with -j (one job per core), then the integration
+# tests (their own parallel and serial parts), per pass.
 check: fixtures
 	scripts/install-deps check
-	$(MAKE) all unit integ
-	$(MAKE) SAN=1 all unit integ
+	$(MAKE) -j$(NPROC) -Otarget all unit
+	$(MAKE) integ
+	$(MAKE) SAN=1 -j$(NPROC) -Otarget all unit
+	$(MAKE) SAN=1 integ
 
 # A booted systemd (systemd-nspawn -b) running the shipped unit through
 # its life: READY/STATUS, the watchdog, Restart=, budget stops, stop.

@@ -1,8 +1,41 @@
-"""Checks the machine before the integration tests run."""
+"""Checks the machine before the integration tests run; the suite's
+markers and its order.
+
+make integ runs the suite in two pytest invocations: first every test not
+marked serial, in parallel (pytest-xdist, -n INTEG_JOBS --dist loadgroup:
+the tests mostly wait on processes), then the serial ones alone, on a
+machine the first invocation no longer loads. Each test runs once per
+pass either way."""
 import os
 import tempfile
 
 import pytest
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial(why): the test measures time against the wall "
+        "clock (a deadline plus its grace, a wait that must end by a bound) "
+        "or floods the machine (a fork flood): make integ runs it alone, "
+        "after the parallel part; why says which")
+    config.addinivalue_line(
+        "markers", "early(why): the test is long (why says what takes the "
+        "time); it is started first so it overlaps the others instead of "
+        "ending the parallel part alone")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """A serial mark must say why; the early tests go first (a stable
+    sort: the rest keep their order)."""
+    for item in items:
+        for name in ("serial", "early"):
+            m = item.get_closest_marker(name)
+            if m is not None and not (m.args and isinstance(m.args[0], str)
+                                      and m.args[0]):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @pytest.mark.{name} needs its reason "
+                    f"(a string), e.g. @pytest.mark.{name}(\"...\")")
+    items.sort(key=lambda it: it.get_closest_marker("early") is None)
 
 
 def pytest_sessionstart(session):

@@ -115,9 +115,13 @@ def report(**kw):
 '''
 
 # A setsid double-forked daemon carrying the marker; returns once the
-# daemon has exec'd (the CLOEXEC pipe reads EOF then), not after a sleep.
+# daemon's /proc/PID/cmdline shows it, not after a sleep. The CLOEXEC pipe
+# brings the daemon's pid and reads EOF once its exec has begun; the kernel
+# sets the new command line a little later in the exec, so a /proc scan
+# right at EOF could still miss it (seen on a loaded machine): the wait
+# goes on until the marker is there, bounded.
 DAEMON = r'''
-import os
+import os, time
 MARK = %(marker)r
 _r, _w = os.pipe()
 _pid = os.fork()
@@ -125,14 +129,30 @@ if _pid == 0:
     try:
         os.close(_r)
         os.setsid()
-        if os.fork() == 0:
+        _g = os.fork()
+        if _g == 0:
             os.execve('/bin/sleep', [MARK, '1000'], {'DAEMON_MARK': MARK})
+        os.write(_w, b'%%d' %% _g)
     finally:
         os._exit(0)
 os.close(_w)
 os.waitpid(_pid, 0)
-os.read(_r, 1)
+_g = b''
+while True:
+    _c = os.read(_r, 64)
+    if not _c:
+        break
+    _g += _c
 os.close(_r)
+def _cmdline(pid):
+    try:
+        with open('/proc/%%d/cmdline' %% pid, 'rb') as f:
+            return f.read()
+    except OSError:
+        return b''
+_end = time.monotonic() + 60
+while MARK.encode() not in _cmdline(int(_g)) and time.monotonic() < _end:
+    time.sleep(0.001)
 '''
 
 # A child that ignores SIGINT, SIGTERM and SIGHUP: only a kill ends it.

@@ -305,6 +305,7 @@ SCAN = """
     """
 
 
+@pytest.mark.early("scans the worker's memory")
 def test_worker_environment_and_memory_hold_no_secret(tmp_path):
     can = canaries()
     halves = [(v[:len(v) // 2], v[len(v) // 2:]) for v in can.values()]

@@ -222,6 +222,7 @@ def test_unknown_method_is_a_clear_error(tmp_path):
         "unknown host request method 'no_such_method'\n" * 2, recs[0]
 
 
+@pytest.mark.early("a huge exception text")
 def test_huge_exception_text_is_capped(tmp_path):
     """8 cells raising a 50 MiB message: each traceback is kept head and
     tail within --output-limit, and the supervisor does not hold them."""
@@ -242,6 +243,8 @@ def test_huge_exception_text_is_capped(tmp_path):
     assert_rss(peak, 0)
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_request_flood_does_not_hold_up_the_deadline(tmp_path):
     """300 `cells` requests of ~4 MiB replies each, then a busy loop, with
     --cell-timeout 2: the cell ends within its deadline + grace + 1 s."""
@@ -281,6 +284,7 @@ del items
 """ % ITEMS + GATE_CELL + "\nquit()\n"
 
 
+@pytest.mark.early("a call_me of ~40 MiB of small items")
 def test_big_call_me_of_small_items_is_forwarded_without_a_tree(tmp_path):
     """~40 MiB of small input items: forwarded whole (the model sees every
     item) while the supervisor stays under 64 MiB + 2 x the request, far

@@ -353,6 +353,7 @@ def asked(srv):
     return out
 
 
+@pytest.mark.early("900 concurrent calls")
 def test_900_concurrent_calls_capped(tmp_path):
     k = 900
     cell = code(THREADS.format(k=k, ordered="False"))

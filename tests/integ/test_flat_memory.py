@@ -76,6 +76,7 @@ def test_rss_does_not_grow_with_cells_printing_output(tmp_path):
         f"({before} kB -> {after} kB)")
 
 
+@pytest.mark.early("80 cells of 1 MiB")
 def test_old_outputs_are_read_back_past_the_frame_limit(tmp_path):
     """80 cells of 1 MiB (20 times the 4 MiB frame limit, 10 times the
     budget): CELL_OUTPUTS[1] is the capped output read back from the spill
@@ -141,6 +142,7 @@ def big_cell(i):
     return f"print('{i % 10}' * {MIB})\ncall_me(input='NEXT-{i}')\n"
 
 
+@pytest.mark.early("12 cells of 1 MiB, then a resume")
 def test_agent_history_past_the_frame_limit_and_after_resume(tmp_path):
     """An agent run with a journal: 12 cells of 1 MiB; CELL_OUTPUTS[1] and
     get_history_cells serve old cells read back from the journal, and so

@@ -4,6 +4,8 @@ bombs and daemons are contained, leaks and floods are capped.
 
 The safety rules these cases keep are in hostile_util's docstring.
 """
+import pytest
+
 from agentz_util import COUNT_MARKED, kill_marked, marked_processes, new_marker
 from hostile_util import (FORK_BUDGET, OK_CELL, SUPERVISOR_RSS_BOUND_KB, T,
                           agentz_run, assert_fresh, assert_killed_on_time,
@@ -13,6 +15,8 @@ from hostile_util import (FORK_BUDGET, OK_CELL, SUPERVISOR_RSS_BOUND_KB, T,
 
 # --- deadlines -------------------------------------------------------------
 
+@pytest.mark.serial(
+    "the interrupt must end it within the 0.5 s grace (wall clock)")
 def test_busy_python_loop_is_interrupted_and_namespace_kept():
     r = agentz_run(["x = 5\nwhile True: pass", "print(x)"], args=T,
                    expect_rc=1)
@@ -29,6 +33,8 @@ def test_busy_python_loop_is_interrupted_and_namespace_kept():
     assert_same_worker(a, b)
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_c_loop_is_killed_on_time_with_stack_and_fresh_worker():
     r = agentz_run(["x = 5", "sum(range(10**11))",
                     "print('x' in globals())"], args=T, expect_rc=1)
@@ -39,6 +45,8 @@ def test_c_loop_is_killed_on_time_with_stack_and_fresh_worker():
     assert_fresh(a, c)
 
 
+@pytest.mark.serial(
+    "deadline + grace + 1 s; 0.4 s of CPU within a 3 s deadline")
 def test_a_dead_workers_record_has_its_signal_and_usage():
     # What the records of the cases above claim about the death (issue 4
     # items 1 and 3): a killed worker died by SIGKILL, not "exit code 0",
@@ -66,6 +74,8 @@ def test_a_dead_workers_record_has_its_signal_and_usage():
     assert_ok(d)
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_cell_catching_keyboard_interrupt_in_a_loop_is_killed():
     # The KeyboardInterrupt is raised inside spin() and caught around the
     # call.  (In CPython 3.11 a one-instruction `while True: pass` directly
@@ -87,6 +97,8 @@ def test_cell_catching_keyboard_interrupt_in_a_loop_is_killed():
     assert_fresh(a, b)
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_cell_ignoring_sigint_then_sleeping_is_killed():
     code = ("import signal, time\n"
             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
@@ -99,6 +111,8 @@ def test_cell_ignoring_sigint_then_sleeping_is_killed():
     assert_fresh(a, b)
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_long_sleep_times_out():
     r = agentz_run(["y = 1", "import time\ntime.sleep(1e6)", "print(y)"],
                    args=T, expect_rc=1)
@@ -112,6 +126,8 @@ def test_long_sleep_times_out():
     assert_same_worker(a, b)
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_catastrophic_regex_is_stopped_on_time():
     code = "import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')"
     r = agentz_run([code, OK_CELL], args=T, expect_rc=1)
@@ -187,6 +203,7 @@ print('ok')
 """
 
 
+@pytest.mark.serial("a fork flood of ~1000 processes")
 def test_fork_bomb_is_contained_and_nothing_survives_the_kill():
     # Probe, don't race: the bomb forks until the limit bites (EAGAIN) or
     # its own budget (> pids.max) ends it, however fast this machine forks.
@@ -236,6 +253,8 @@ os.waitpid(pid, 0)
 time.sleep(0.2)
 '''
 
+@pytest.mark.serial(
+    "its cells (fork, setsid, a /proc scan) must each fit in a 1 s deadline")
 def test_setsid_double_fork_daemon_is_gone_after_the_kill():
     m1, m2 = new_marker(), new_marker()
     codes = [
@@ -360,6 +379,7 @@ def test_thirty_two_threads_allocating_moderately_work():
 
 # --- output ----------------------------------------------------------------
 
+@pytest.mark.early("1 GB printed")
 def test_one_gigabyte_print_flood_is_capped_and_supervisor_rss_bounded():
     code = ("chunk = ('x' * 1023 + '\\n') * 1024\n"
             "for _ in range(1024):\n"

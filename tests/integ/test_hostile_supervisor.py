@@ -55,6 +55,7 @@ def test_segfault_via_ctypes_is_crashed_with_signal_11():
     assert_fresh(a, c)
 
 
+@pytest.mark.early("a deep recursion")
 def test_deep_recursion_is_an_error_or_a_crash_never_a_hang():
     # Reaching depth 10**6 takes ~3 s of CPU here; formatting the error must
     # not take long after that. The cell timeout is what tells a hang: 40x

@@ -214,6 +214,8 @@ def _thaw_and_remove(group):
         pass
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_a_frozen_freezer_group_cannot_delay_the_kill(ctx):
     # The attack of the issue: a freezer group holding the worker, frozen,
     # so the SIGKILL never lands. Only the worker itself is ever moved.

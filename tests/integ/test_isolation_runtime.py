@@ -35,6 +35,8 @@ def test_setsid_daemon_does_not_outlive_the_run(ctx):
     assert not left, "the daemon outlived agentz: %r" % left
 
 
+@pytest.mark.serial(
+    "the interrupt must end it within the 2 s grace (wall clock)")
 def test_interrupted_cell_leaves_no_process_and_keeps_the_namespace(ctx):
     m = ctx.marker()
     code = STUBBORN_CHILD % {"marker": m} + "while True:\n    pass\n"
@@ -60,6 +62,8 @@ def test_interrupted_cell_leaves_no_process_and_keeps_the_namespace(ctx):
     assert not left, left
 
 
+@pytest.mark.serial(
+    "the cell must end by deadline + grace + 1 s (wall clock)")
 def test_cell_ignoring_sigint_is_killed_on_time_with_its_children(ctx):
     m = ctx.marker()
     code = STUBBORN_CHILD % {"marker": m} + (

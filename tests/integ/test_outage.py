@@ -22,6 +22,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agentz_util import AGENTZ, PROBE, SAN, beside  # noqa: E402
 from model_server import ModelServer  # noqa: E402
@@ -181,6 +183,7 @@ def test_unreachable_endpoint_is_waited_out(tmp_path):
     assert "the model answers again" in err, err
 
 
+@pytest.mark.serial("the run must end within a wall-clock bound (10 s)")
 def test_patience_bounds_the_wait(tmp_path):
     with ModelServer(submit(PROBE) + [
             {"kind": "http_error", "status": 503, "repeat": "forever",
@@ -239,6 +242,7 @@ def outage_router(after_repair):
     return [route] * 60
 
 
+@pytest.mark.serial("the run must end within a wall-clock bound (12 s)")
 def test_cell_timeout_cuts_the_wait(tmp_path):
     repair = {"next_cell": {"code": "print('REPAIRED')\nquit()\n",
                             "summary": "Repair."}}
@@ -254,6 +258,7 @@ def test_cell_timeout_cuts_the_wait(tmp_path):
     assert p.elapsed < 12 * SLOW, (p.elapsed, show(p))
 
 
+@pytest.mark.serial("SIGTERM must end the run within 3 s")
 def test_sigterm_ends_the_wait_at_once(tmp_path):
     with ModelServer(outage_router({"text": "unused"})) as srv:
         a = Agent(srv.base_url, tmp_path, ["--outage-patience", "600"])

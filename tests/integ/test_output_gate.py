@@ -25,6 +25,8 @@ import termios
 import textwrap
 import time
 
+import pytest
+
 from model_server import ModelServer
 
 from agentz_util import AGENTZ, SAN, kill_marked, new_marker, pty_run
@@ -127,6 +129,8 @@ def check_deadline_fires(tmp_path, stdout):
         kill_marked(marker)
 
 
+@pytest.mark.serial(
+    "the timeout line must come by timeout + grace + 1 s")
 def test_unread_stdout_pipe_deadline_fires(tmp_path):
     r, w = os.pipe()
     try:
@@ -136,6 +140,8 @@ def test_unread_stdout_pipe_deadline_fires(tmp_path):
         os.close(w)
 
 
+@pytest.mark.serial(
+    "the timeout line must come by timeout + grace + 1 s")
 def test_unread_stream_socket_deadline_fires(tmp_path):
     # journald's stdout stream is a socket: it cannot be reopened, it
     # takes send(MSG_DONTWAIT)
@@ -147,6 +153,8 @@ def test_unread_stream_socket_deadline_fires(tmp_path):
         b.close()
 
 
+@pytest.mark.serial(
+    "the timeout line must come by timeout + grace + 1 s")
 def test_paused_pty_deadline_fires(tmp_path):
     # the test holds the master and never reads: the terminal is paused
     master, slave = os.openpty()
@@ -371,6 +379,8 @@ def test_pipe_passes_cell_output_byte_exact(tmp_path):
                         b"\x1b[31mRED\x1b[0m \x1b[2J\x1b[HC\x07\n")
 
 
+@pytest.mark.serial(
+    "the next request must come within timeout + grace + 1 s")
 def test_agent_on_a_paused_terminal_keeps_time(tmp_path):
     # An agent run whose terminal (stdout, stderr, status bar) nobody
     # reads: the flooding cell is still cut at its deadline, the model is

@@ -17,6 +17,10 @@ from model_server import ModelServer
 
 from agentz_util import AGENTZ, beside
 
+# One worker runs the whole module: its tests share the module's run.
+pytestmark = [pytest.mark.xdist_group("report"),
+              pytest.mark.early("a real run, then chromium loads its report")]
+
 CHROMIUM = shutil.which("chromium")
 HOSTILE_SCRIPT = "</script><script>alert(1)</script>"
 HOSTILE_IMG = "<img src=x onerror=alert(2)>"

@@ -219,6 +219,7 @@ def test_auto_in_exec_skips_quick_cells_and_covers_slow_ones():
     assert d["output"] == "2 False\n", brief(d)
 
 
+@pytest.mark.early("1 GiB built, then rewritten under a snapshot")
 def test_a_large_namespace_rolls_back_within_the_memory_ceiling():
     # 1 GiB built before the cell; the killed cell rewrites every page
     # (copy-on-write: 2 GiB charged at the end), then, once it is done

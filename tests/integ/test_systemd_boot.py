@@ -47,6 +47,8 @@ CREDENTIAL = "/run/credentials/agentz@%s.service/openai_api_key" % INSTANCE
 RUN_TIMEOUT = 45
 
 pytestmark = [
+    pytest.mark.early("the first call of scripts/systemd-root on a fresh "
+                      "machine runs debootstrap (about a minute)"),
     pytest.mark.skipif(os.geteuid() != 0,
                        reason="needs root (systemd-nspawn, debootstrap)"),
     pytest.mark.skipif(SAN, reason="checks the unit, not memory safety; "
