@@ -219,6 +219,7 @@ bench: all
 	$(PY) bench/run.py $(O)
 	$(PY) bench/model_overhead.py $(O)
 	$(PY) bench/isolation.py $(O)
+	$(PY) bench/egress.py $(O)
 	$(PY) bench/crash_soak.py $(O)
 	$(PY) bench/death_soak.py $(O)
 	$(PY) bench/soak.py $(O)
