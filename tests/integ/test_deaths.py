@@ -234,11 +234,12 @@ def test_a_killed_namespace_init_is_rebuilt_twice_and_the_run_goes_on(
         assert killed["snapshot"].startswith(
             "taken, but the run's namespace init died"), killed["snapshot"]
         assert killed["recovered_by"] == "fresh worker", brief(killed)
-    ns = [r["output"].split()[2] for r in (a, c, e)]
+    # each rebuilt world holds nothing of the one before: neither the
+    # namespace's x nor /tmp's file (the PID namespace's inode number is
+    # no identity: a freed one's number comes back, and did under load;
+    # the two inits killed were different processes, asserted above)
     assert c["output"].startswith("False False "), brief(c)
     assert e["output"].startswith("False False "), brief(e)
-    # a new PID namespace each time (a freed one's number may come back)
-    assert ns[0] != ns[1] and ns[1] != ns[2], ns
     assert "(rebuild 1)" in err and "(rebuild 2)" in err, err[-3000:]
 
 
