@@ -670,6 +670,25 @@ hold(struct conn *c)
 	emit(c, EGRESS_HELD, NULL);
 }
 
+/* The asked host is an address: its addrinfo now, without a lookup (a
+ * numeric getaddrinfo never blocks). 1 when it is. */
+static int
+literal(struct conn *c)
+{
+	struct addrinfo hints, *ai = NULL;
+	char port[8];
+
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+	(void)snprintf(port, sizeof port, "%u", c->h.port);
+	if (getaddrinfo(c->h.host, port, &hints, &ai) != 0 || ai == NULL)
+		return 0;
+	c->ai = c->ai_next = ai;
+	return 1;
+}
+
 /* Allowed: look the name up (then connect). */
 static void
 go(struct conn *c)
@@ -679,6 +698,10 @@ go(struct conn *c)
 	c->st = C_RESOLVE;
 	loop_events(c->e->loop, c->cfd, 0);
 	arm(c, c->e->lim.connect_ms);
+	if (literal(c)) {	/* an address needs no lookup thread */
+		try_connect(c);
+		return;
+	}
 	if (resolver_lookup(c->e->res, c->h.host, c->h.port, c->id) < 0) {
 		(void)snprintf(why, sizeof why, "cannot look %s up: %s",
 		    c->h.host, strerror(errno));
