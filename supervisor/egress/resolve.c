@@ -70,7 +70,10 @@ lookup_thread(void *arg)
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+	/* not AI_ADDRCONFIG: it does not count loopback as configured, so
+	 * a host with only loopback (a container) would get no address for
+	 * a name /etc/hosts maps to 127.0.0.1 */
+	hints.ai_flags = AI_NUMERICSERV;
 	lk->err = getaddrinfo(lk->host, lk->port, &hints, &lk->ai);
 	(void)pthread_mutex_lock(&sh->mu);
 	/* a pointer is one atomic pipe write (< PIPE_BUF) */

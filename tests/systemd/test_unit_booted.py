@@ -509,3 +509,79 @@ def test_agentz_ctl_steers_the_unit_and_stop_is_not_restarted(booted):
     recs = u.journal()
     assert recs[-1]["type"] == "stop" and recs[-1]["exit"] == 6, u.diag()
     assert booted.run(["test", "-e", sock]).returncode == 1
+
+
+# -- an egress approval under the unit (issue 21) -----------------------------
+
+APPROVAL_CELL = r'''
+import os, urllib.request, urllib.error
+for k in ("no_proxy", "NO_PROXY"):     # the host's loopback is the test's
+    os.environ.pop(k, None)
+op = urllib.request.build_opener(urllib.request.ProxyHandler(
+    {"http": os.environ["HTTP_PROXY"]}))
+try:
+    r = op.open("http://agentz-origin.test:%d/", timeout=60)
+    print("GOT", r.status, r.read().decode().strip(), flush=True)
+except urllib.error.HTTPError as e:
+    print("GOT", e.code, flush=True)
+quit()
+'''
+
+
+def test_an_egress_connection_waits_for_the_operators_approval(booted):
+    """--network-ask under the unit: the connection is held, systemd's
+    STATUS says so, `agentz ctl` in the container approves it, the cell
+    gets its answer and the journal says who decided."""
+    import socket
+    import threading
+    body = "origin-" + secrets.token_hex(8)
+    srv_sock = socket.socket()
+    srv_sock.bind(("127.0.0.1", 0))
+    srv_sock.listen(4)
+    port = srv_sock.getsockname()[1]
+
+    def serve():
+        try:
+            c, _ = srv_sock.accept()
+        except OSError:
+            return
+        with c:
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                      b"Connection: close\r\n\r\n%s" % (len(body),
+                                                       body.encode()))
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    script = [first(APPROVAL_CELL % port, "Fetch."), OK]
+    # a name for the test's origin, as an operator's /etc/hosts would
+    # have it (the minimal root has no /etc/hosts at all)
+    hosts = os.path.join(booted.root, "etc/hosts")
+    with open(hosts, "a") as f:
+        f.write("127.0.0.1 agentz-origin.test\n")
+    try:
+        with ModelServer(script) as srv:
+            u = Instance(booted, "ap", srv, opts="--network-ask "
+                         "--allow-host 127.0.0.0/8")
+            rc, err = u.start()
+            assert rc == 0, err + u.diag()
+            props = u.wait(lambda p: "waiting for approval" in
+                           p.get("StatusText", ""), "waiting for approval")
+            assert "agentz-origin.test:%d" % port in props["StatusText"], \
+                props
+            p = booted.run(["agentz", "ctl", "ap", "status"])
+            st = json.loads(p.stdout)
+            held = st["waiting_for_approval"]
+            assert held.endswith(" agentz-origin.test:%d" % port), st
+            p = booted.run(["agentz", "ctl", "ap", "approve",
+                            held.split()[0]])
+            assert p.returncode == 0, p.stdout + p.stderr + u.diag()
+            u.wait_ended()
+            log = u.wait_log("GOT ")
+            recs = u.journal()
+    finally:
+        srv_sock.close()
+        th.join(5)
+    assert "GOT 200 " + body in log, log
+    eg = [(r["what"], r.get("by")) for r in recs if r["type"] == "egress"]
+    assert eg[:2] == [("held", None), ("allowed", "operator")], eg
+    assert final_quit(recs), u.diag()
