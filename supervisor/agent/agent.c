@@ -466,6 +466,7 @@ agent_run(struct agent *a, const char *wpath)
 		    "(see above)");
 	}
 	rc = a->cfg.resume ? agent_resume(a) : -1;
+	agent_net_resume(a);	/* before a cell can connect */
 	/* the history reads old cells back from the journal itself */
 	journal_past_free(a->past);
 	a->past = NULL;

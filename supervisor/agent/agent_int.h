@@ -266,6 +266,9 @@ char *agent_op_reject(struct agent *a, const struct ctl_req *q, int *ok);
 /* The connections waiting for the operator ("#3 pypi.org:443, ...")
  * into buf; how many (0: buf is ""). */
 unsigned agent_net_waiting(struct agent *a, char *buf, size_t len);
+/* --resume: the journaled ctl allow/deny/approve --always changes made
+ * again on the new run's proxy (logged). */
+void agent_net_resume(struct agent *a);
 
 /* repair.c: repair requests after a failure */
 void agent_failed(struct agent *a, struct cell *c, int ran);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "supervisor/cells/past.h"
 #include "supervisor/ctl/ctl.h"
 #include "supervisor/egress/egress.h"
 #include "supervisor/run/runner.h"
@@ -155,6 +156,7 @@ answer_approval(struct agent *a, const struct ctl_req *q, int approve,
 	if (always)
 		(void)agent_record(a, "egress_policy", (struct jf[]){
 		    JF_S("command", "approve --always"), JF_I("conn", id),
+		    JF_S("entry", egress_last_always(e)),
 		    JF_S("policy", runner_network_desc(a->runner)), JF_END });
 	return answer((struct jf[]){ JF_B("ok", 1), JF_END }, 1, ok);
 }
@@ -179,4 +181,38 @@ agent_net_waiting(struct agent *a, char *buf, size_t len)
 	if (len > 0)
 		buf[0] = '\0';
 	return e != NULL ? egress_held(e, buf, len) : 0;
+}
+
+void
+agent_net_resume(struct agent *a)
+{
+	struct egress *e = a->runner != NULL ? runner_egress(a->runner) : NULL;
+	const char *cmd, *entry;
+	char err[400];
+	size_t i, n = 0;
+	int deny;
+
+	for (i = 0; a->past != NULL &&
+	    journal_past_egress(a->past, i, &cmd, &entry); i++) {
+		if (cmd == NULL || entry == NULL)
+			continue;
+		deny = strcmp(cmd, "deny") == 0;
+		if (e == NULL) {
+			log_warnx("--resume: the operator's egress policy "
+			    "changes do not hold: this run's network is %s",
+			    a->runner != NULL ? runner_network(a->runner) :
+			    "not set up");
+			return;
+		}
+		if (egress_policy_edit(e, deny, 0, entry, err,
+		    sizeof err) == 0)
+			n++;
+		else
+			log_warnx("--resume: a journaled egress entry is refused: "
+			    "%s", err);
+	}
+	if (n > 0)
+		log_info("--resume: the operator's %zu egress policy change%s "
+		    "hold: %s", n, n == 1 ? "" : "s",
+		    runner_network_desc(a->runner));
 }

@@ -297,6 +297,23 @@ journal_past_budgets(const struct journal_past *p, struct past_budgets *b)
 	return 1;
 }
 
+int
+journal_past_egress(const struct journal_past *p, size_t i,
+    const char **command, const char **entry)
+{
+	const json_t *r;
+	size_t k, seen = 0;
+
+	json_array_foreach(p->records, k, r) {
+		if (strcmp(type_of(r), "egress_policy") != 0 || seen++ < i)
+			continue;
+		*command = json_string_value(json_object_get(r, "command"));
+		*entry = json_string_value(json_object_get(r, "entry"));
+		return 1;
+	}
+	return 0;
+}
+
 struct cell *
 journal_past_cell(const struct journal_past *p, struct cells *h, size_t n,
     int *finished)

@@ -53,6 +53,11 @@ struct past_budgets {
 };
 /* 1 with *b from the last "budgets" record, 0: none. */
 int journal_past_budgets(const struct journal_past *p, struct past_budgets *b);
+/* The i-th "egress_policy" record (`agentz ctl NAME allow|deny ENTRY`,
+ * `approve --always ID`): 1 with its command and entry (valid while p
+ * is), 0 past the last. */
+int journal_past_egress(const struct journal_past *p, size_t i,
+    const char **command, const char **entry);
 
 /*
  * Cell n back into h from its journal records (cells_restore), with the

@@ -92,6 +92,7 @@ struct egress {
 	uint64_t ids;
 	uint64_t bytes;		/* both ways, every connection's */
 	int spent;		/* bytes reached lim.max_bytes */
+	char always[HEAD_HOST_MAX + 16];	/* egress_last_always */
 	char spent_why[160];
 };
 
@@ -969,8 +970,11 @@ egress_approve(struct egress *e, uint64_t id, int always)
 		v6 = strchr(c->h.host, ':') != NULL;
 		(void)snprintf(entry, sizeof entry, "%s%s%s:%u", v6 ? "[" : "",
 		    c->h.host, v6 ? "]" : "", c->h.port);
-		if (policy_add(&e->policy, 0, entry, err, sizeof err) == 0)
+		if (policy_add(&e->policy, 0, entry, err, sizeof err) == 0) {
 			(void)snprintf(c->entry, sizeof c->entry, "%s", entry);
+			(void)snprintf(e->always, sizeof e->always, "%s",
+			    entry);
+		}
 	}
 	if (c->entry[0] == '\0')
 		(void)snprintf(c->entry, sizeof c->entry, "(approved)");
@@ -1015,6 +1019,12 @@ egress_held(const struct egress *e, char *buf, size_t len)
 			at += (size_t)w;
 	}
 	return n;
+}
+
+const char *
+egress_last_always(const struct egress *e)
+{
+	return e->always;
 }
 
 uint64_t

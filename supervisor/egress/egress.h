@@ -96,6 +96,8 @@ int egress_reject(struct egress *e, uint64_t id);
 /* The held connections, "#3 pypi.org:443, #5 x.io:80" (or ""), and how
  * many. */
 unsigned egress_held(const struct egress *e, char *buf, size_t len);
+/* The entry the last approve --always added ("host:port"), or "". */
+const char *egress_last_always(const struct egress *e);
 /* Bytes through the proxy so far (both ways), and whether they reached
  * max_bytes: then every connection was closed and new ones are
  * refused. */

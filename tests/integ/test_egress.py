@@ -947,3 +947,55 @@ def test_entries_from_a_file(ctx):
     rc, out, err = ctx.run_raw(["--deny-host", "@/nonexistent/x", "-"],
                                stdin_text="x = 1\n")
     assert rc == 2 and "No such file or directory" in err, err
+
+
+def test_ctl_allow_holds_across_a_resume(tmp_path):
+    """The operator's `ctl allow` is journaled and made again when the
+    run resumes after its supervisor was killed."""
+    import signal
+    import subprocess
+    from model_server import ModelServer
+    from ctl_util import Run, first, gated
+    from agent_util import submit
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    origin = HttpServer()
+    url = "http://127.0.0.1:%d/" % origin.port
+    try:
+        with ModelServer(first(gated(1, "import time\ntime.sleep(300)"))
+                         ) as srv:
+            run = Run(srv, tmp_path, "rs", rt)
+            try:
+                run.wait_out("C1")
+                rc, r, err = run.ctl("allow", "127.0.0.1:%d" % origin.port)
+                assert rc == 0 and r["ok"], (rc, r, err)
+                run.wait_record(lambda x: x["type"] == "egress_policy")
+                os.kill(run.p.pid, signal.SIGKILL)
+                run.wait()
+            finally:
+                run.kill()
+        body = NET_PRELUDE + (
+            "r = fetch(%r)\nprint('AFTER', r.get('status', r.get('error')))"
+            "\nquit()\n" % url)
+        with ModelServer([]) as srv:
+            srv.add_turns([{"match": "Repair the failed cell",
+                            "next_cell": {"code": body}}, {"text": "ok"}])
+            env = {k: v for k, v in os.environ.items()
+                   if k != "OPENAI_API_KEY"}
+            env["RUNTIME_DIRECTORY"] = str(rt)
+            p = subprocess.run(
+                [AGENTZ_BIN(), "--base-url", srv.base_url, "--journal",
+                 str(run.journal), "--resume"], cwd=run.ws, env=env,
+                stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=60)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "AFTER 200" in p.stdout, p.stdout + p.stderr[-2000:]
+        assert "--resume: the operator's 1 egress policy change hold" \
+            in p.stderr, p.stderr[-2000:]
+    finally:
+        origin.close()
+
+
+def AGENTZ_BIN():
+    from agentz_util import AGENTZ
+    return AGENTZ
