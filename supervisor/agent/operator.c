@@ -131,14 +131,18 @@ last_of(struct agent *a, int errors_only, char *s, size_t n)
 }
 
 static const char *
-state_of(const struct agent *a)
+state_of(struct agent *a)
 {
+	char held[8];
+
 	if (a->stopping || a->op_stop)
 		return "stopping";
 	if (a->paused)
 		return "paused";
 	if (a->outage[0] != '\0')
 		return "waiting-model";
+	if (agent_net_waiting(a, held, sizeof held) > 0)
+		return "waiting-approval";
 	return runner_current(a->runner) != NULL ? "running" :
 	    model_busy(a->model) ? "asking-model" : "idle";
 }

@@ -313,6 +313,26 @@ report(status=r.get('status'), down=down, echoed=b''.join(got) == data)
     assert_ok(r.recs[1])
 
 
+def test_a_direct_connection_bypassing_the_proxy_reaches_nothing(ctx):
+    """The proxy is the only way out: a socket connected straight to the
+    host's 127.0.0.1 origin (allowed through the proxy) finds only the
+    namespace's own loopback."""
+    origin = server(ctx, HttpServer)
+    r = ctx.run([cell("""
+def direct():
+    try:
+        socket.create_connection(('127.0.0.1', %d), timeout=5).close()
+        return 'CONNECTED'
+    except Exception as e:
+        return _code(e)
+report(d=direct(), p=fetch('http://127.0.0.1:%d/').get('status'))
+""" % (origin.port, origin.port))], args=proxy_args("--allow-host",
+                                                    "127.0.0.1"))
+    _, res = records(r)
+    assert res == {"d": "ECONNREFUSED", "p": 200}, res
+    assert len(origin.heads) == 1
+
+
 def test_connect_port_must_match_the_entry(ctx):
     echo = server(ctx, EchoServer)
     r = ctx.run([cell("report(c=connect('127.0.0.1:%d', b'x'))"
@@ -641,6 +661,7 @@ def test_a_held_connection_is_approved_by_the_operator(tmp_path):
         rc, st, err = run.ctl("status")
         assert st["waiting_for_approval"] == "#%d localhost:%d" % (
             cid, origin.port), st
+        assert st["state"] == "waiting-approval", st
         run.wait_err("waits for the operator's approval")
         rc, r, err = run.ctl("approve", str(cid + 100))
         assert rc == 1 and "no connection #%d waits" % (cid + 100) in \
