@@ -227,9 +227,8 @@ cost(const char *cmd, const char *val, double *out)
 	return 0;
 }
 
-/* Appends s to the NULL-terminated list *v of *n entries. */
-static int
-list_add(const char ***v, size_t *n, const char *s)
+int
+config_list_add(const char ***v, size_t *n, const char *s)
 {
 	const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
 
@@ -340,7 +339,7 @@ one_opt(struct config *c, const struct opt *o, const char *val,
 	case K_LIST:
 		if (o->nonempty && val[0] == '\0')
 			return bad(cmd, flag, val, "expected a path");
-		return list_add((const char ***)(void *)at,
+		return config_list_add((const char ***)(void *)at,
 		    (size_t *)(void *)((char *)c + o->count), val);
 	case K_COST:
 		return cost(cmd, val, (double *)(void *)at);

@@ -60,19 +60,6 @@ slurp(const char *path)
 }
 
 static int
-push(const char ***v, size_t *n, const char *s)
-{
-	const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
-
-	if (nv == NULL)
-		return -1;
-	nv[(*n)++] = s;
-	nv[*n] = NULL;
-	*v = nv;
-	return 0;
-}
-
-static int
 keep(struct config *c, char *buf)
 {
 	char **nv = realloc(c->host_files, (c->nhost_files + 1) * sizeof *nv);
@@ -114,7 +101,7 @@ expand_into(struct config *c, const char *cmd, const char *opt,
 	for (i = 0; in != NULL && in[i] != NULL; i++) {
 		if (in[i][0] != '@') {
 			if (check(cmd, opt, "", in[i]) < 0 ||
-			    push(out, nout, in[i]) < 0)
+			    config_list_add(out, nout, in[i]) < 0)
 				return -1;
 			continue;
 		}
@@ -140,7 +127,7 @@ expand_into(struct config *c, const char *cmd, const char *opt,
 			(void)snprintf(where, sizeof where, "%s:%u: ", in[i] + 1,
 			    lineno);
 			if (check(cmd, opt, where, line) < 0 ||
-			    push(out, nout, line) < 0)
+			    config_list_add(out, nout, line) < 0)
 				return -1;
 		}
 	}

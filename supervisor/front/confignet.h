@@ -12,6 +12,10 @@
 /* --network's values, in enum jail_network's order, NULL-ended. */
 extern const char *const config_network_names[];
 
+/* Appends s to the NULL-terminated list *v of *n entries (config.c's,
+ * for the repeatable options). 0, or -1 out of memory. */
+int config_list_add(const char ***v, size_t *n, const char *s);
+
 /* 0, or -1 after printing one line naming the option, the entry (and
  * the file and line) and what is wrong. */
 int config_network_check(struct config *c, const char *cmd);
