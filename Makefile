@@ -93,7 +93,11 @@ $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 	check-headers clean verify-units install uninstall report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
-# DEPS=demo: only what make demo needs (make demo sets it).
+# DEPS=demo: only what make demo needs (make demo sets it); a clang
+# build also needs clang (the fuzz set).
+ifneq ($(findstring clang,$(notdir $(firstword $(CC)))),)
+DEPS ?= fuzz
+endif
 DEPS ?= build
 deps:
 	@scripts/install-deps --check $(DEPS) || { echo "agentz: installing" \
@@ -159,10 +163,12 @@ unit: $(UNIT_RUN)
 $(UNIT_RUN): %.run: % | fixtures
 	@AGENTZ_FIXTURES=$(FIXTURES) $<
 
-# Two pytest runs (tests/integ/conftest.py): every test not marked serial
-# in parallel (pytest-xdist; they mostly wait on processes, hence more
-# workers than cores; INTEG_JOBS=0 runs them in one process), then the
-# serial ones alone: they measure time. Both run even if the first fails.
+# Three pytest runs (tests/integ/conftest.py): every test marked neither
+# serial nor alone in parallel (pytest-xdist; they mostly wait on
+# processes, hence more workers than cores; INTEG_JOBS=0 runs them in one
+# process), then the serial ones one per core (they measure the wall
+# clock: each gets a core), then the alone ones one at a time (they flood
+# the machine). All three run even if one fails.
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 INTEG_JOBS ?= $(shell echo $$(( $(NPROC) * 2 )))
 INTEG_RUN = AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) \
@@ -171,18 +177,25 @@ integ: all $(O)/tests/try_syscall fixtures
 	@$(PY) -c 'import xdist' 2>/dev/null || { echo "agentz: make integ" \
 	    "needs pytest-xdist (scripts/install-deps check)" >&2; exit 1; }
 	rc=0; \
-	$(INTEG_RUN) -n $(INTEG_JOBS) --dist loadgroup -m 'not serial' \
-	    tests/integ || rc=1; \
-	$(INTEG_RUN) -m serial tests/integ || rc=1; \
+	$(INTEG_RUN) -n $(INTEG_JOBS) --dist loadgroup \
+	    -m 'not serial and not alone' tests/integ || rc=1; \
+	$(INTEG_RUN) -n $(NPROC) -m serial tests/integ || rc=1; \
+	$(INTEG_RUN) -m alone tests/integ || rc=1; \
 	exit $$rc
 
-# Builds and unit tests with -j (one job per core), then the integration
-# tests (their own parallel and serial parts), per pass.
+# Both builds and their unit tests with -j (one job per core), then the
+# integration tests (their own parallel and serial parts), per pass. As
+# root, the booted-systemd test's root (a debootstrap the first time) is
+# prepared in the background meanwhile: downloads, not CPU, while the
+# compilers use the cores (its log: build/systemd-root.log; the test
+# builds it itself if this did not).
 check: fixtures
 	scripts/install-deps check
+	@mkdir -p $(O); if [ "$$(id -u)" = 0 ]; then \
+	    scripts/systemd-root --prepare >$(O)/systemd-root.log 2>&1 & fi
 	$(MAKE) -j$(NPROC) -Otarget all unit
-	$(MAKE) integ
 	$(MAKE) SAN=1 -j$(NPROC) -Otarget all unit
+	$(MAKE) integ
 	$(MAKE) SAN=1 integ
 
 # A booted systemd (systemd-nspawn -b) running the shipped unit through
@@ -224,11 +237,18 @@ bench: all
 	$(PY) bench/death_soak.py $(O)
 	$(PY) bench/soak.py $(O)
 
+# clang and its libFuzzer runtime: scripts/install-deps fuzz, before any
+# fuzz target compiles (order-only).
+.PHONY: fuzz-deps
+fuzz-deps:
+	@scripts/install-deps --check fuzz || scripts/install-deps fuzz
+
 FUZZ_CC    = clang -std=c11 -D_GNU_SOURCE -I. -g -O1 $(WARN) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_BIN := build-fuzz/fuzz_proto
 FUZZ_BINS := $(FUZZ_BIN) build-fuzz/fuzz_jspan build-fuzz/fuzz_sse \
 	build-fuzz/fuzz_egress
+$(FUZZ_BINS): | fuzz-deps
 FUZZ_JSON_SRC := supervisor/model/jspan.c supervisor/model/delta.c \
 	supervisor/model/response.c supervisor/model/response_item.c \
 	supervisor/model/response_msg.c supervisor/model/response_share.c \
@@ -265,7 +285,7 @@ build-fuzz/fuzz_egress: tests/fuzz/fuzz_egress.c supervisor/egress/head.c \
 
 # Each target for FUZZ_SECONDS, its corpus kept in build-fuzz/corpus-*.
 $(FUZZ_BINS): | deps
-fuzz: $(FUZZ_BINS)
+fuzz: fuzz-deps $(FUZZ_BINS)
 	@mkdir -p build-fuzz/corpus build-fuzz/corpus-jspan build-fuzz/corpus-sse
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
 	    -max_len=65536 build-fuzz/corpus tests/fuzz/seeds

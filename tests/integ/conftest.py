@@ -1,11 +1,12 @@
 """Checks the machine before the integration tests run; the suite's
 markers and its order.
 
-make integ runs the suite in two pytest invocations: first every test not
-marked serial, in parallel (pytest-xdist, -n INTEG_JOBS --dist loadgroup:
-the tests mostly wait on processes), then the serial ones alone, on a
-machine the first invocation no longer loads. Each test runs once per
-pass either way."""
+make integ runs the suite in three pytest invocations: first every test
+marked neither serial nor alone, in parallel (pytest-xdist, -n INTEG_JOBS
+--dist loadgroup: the tests mostly wait on processes), then the serial
+ones, which measure the wall clock, one per core (-n NPROC) on a machine
+the first invocation no longer loads, then the alone ones, which flood
+the machine, one at a time. Each test runs once per pass either way."""
 import os
 import tempfile
 
@@ -15,9 +16,13 @@ import pytest
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "serial(why): the test measures time against the wall "
-        "clock (a deadline plus its grace, a wait that must end by a bound) "
-        "or floods the machine (a fork flood): make integ runs it alone, "
-        "after the parallel part; why says which")
+        "clock (a deadline plus its grace, a wait that must end by a "
+        "bound): make integ runs it after the parallel part, beside at "
+        "most one other per core; why says what it measures")
+    config.addinivalue_line(
+        "markers", "alone(why): the test floods the machine (a fork flood, "
+        "a connection or request flood) and measures the wall clock "
+        "through it: make integ runs it by itself, last; why says which")
     config.addinivalue_line(
         "markers", "early(why): the test is long (why says what takes the "
         "time); it is started first so it overlaps the others instead of "
@@ -26,9 +31,15 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(session, config, items):
     """A serial mark must say why; the early tests go first (a stable
-    sort: the rest keep their order)."""
+    sort: the rest keep their order). serial and alone exclude each
+    other."""
     for item in items:
-        for name in ("serial", "early"):
+        if item.get_closest_marker("serial") and \
+                item.get_closest_marker("alone"):
+            raise pytest.UsageError(
+                f"{item.nodeid}: marked both serial and alone; alone "
+                f"already runs after the serial part")
+        for name in ("serial", "alone", "early"):
             m = item.get_closest_marker(name)
             if m is not None and not (m.args and isinstance(m.args[0], str)
                                       and m.args[0]):

@@ -224,27 +224,29 @@ def test_unknown_method_is_a_clear_error(tmp_path):
 
 @pytest.mark.early("a huge exception text")
 def test_huge_exception_text_is_capped(tmp_path):
-    """8 cells raising a 50 MiB message: each traceback is kept head and
-    tail within --output-limit, and the supervisor does not hold them."""
+    """4 cells raising a 50 MiB message: each traceback is kept head and
+    tail within --output-limit, and the supervisor does not hold them
+    (200 MiB held would be far past its bound)."""
     code = "raise ValueError('m' * (50 << 20) + 'END')"
-    recs, err, peak = exec_gated(tmp_path, [code] * 8 + ["print('ok')"],
+    recs, err, peak = exec_gated(tmp_path, [code] * 4 + ["print('ok')"],
                                  args=["--cell-timeout", "60",
                                        "--output-limit", "64K",
                                        "--memory-limit", "2G"],
                                  timeout=240)
-    for r in recs[:8]:
+    for r in recs[:4]:
         assert r["status"] == "error" and r["exception_type"] == "ValueError"
         tb = r["traceback"]
         assert len(tb.encode()) < (64 << 10) + 128, len(tb)
         assert tb.startswith("Traceback (most recent call last):"), tb[:200]
         assert "bytes dropped ...]" in tb
         assert tb.rstrip().endswith("mmmEND"), tb[-200:]
-    assert recs[8]["output"] == "ok\n"
+    assert recs[4]["output"] == "ok\n"
     assert_rss(peak, 0)
 
 
-@pytest.mark.serial(
-    "the cell must end by deadline + grace + 1 s (wall clock)")
+@pytest.mark.alone(
+    "300 requests of ~4 MiB replies; the cell must end by deadline + "
+    "grace + 1 s (wall clock)")
 def test_request_flood_does_not_hold_up_the_deadline(tmp_path):
     """300 `cells` requests of ~4 MiB replies each, then a busy loop, with
     --cell-timeout 2: the cell ends within its deadline + grace + 1 s."""
@@ -271,7 +273,9 @@ def agent_env(tmp_path):
     return e
 
 
-ITEMS = 600000                 # ~40 MiB of JSON in ~60-byte items
+# ~20 MiB of JSON in ~60-byte items; under ASan (whose RSS says nothing,
+# see assert_rss) a fifth: the same forwarding path, without the bound.
+ITEMS = 300000 // (5 if SAN else 1)
 BIG_CALL_CELL = """\
 import json
 items = [{"role": "user", "content": "item %%07d " %% i + "x" * 30}
@@ -284,11 +288,11 @@ del items
 """ % ITEMS + GATE_CELL + "\nquit()\n"
 
 
-@pytest.mark.early("a call_me of ~40 MiB of small items")
+@pytest.mark.early("a call_me of ~20 MiB of small items")
 def test_big_call_me_of_small_items_is_forwarded_without_a_tree(tmp_path):
-    """~40 MiB of small input items: forwarded whole (the model sees every
+    """~20 MiB of small input items: forwarded whole (the model sees every
     item) while the supervisor stays under 64 MiB + 2 x the request, far
-    from the ~21x a jansson tree of it would take."""
+    from the ~21x (~420 MiB) a jansson tree of it would take."""
     script = [{"next_cell": {"code": BIG_CALL_CELL, "summary": "Big."}},
               {"text": "cont"}, {"text": "big ok"}]
     with ModelServer(script) as srv:
@@ -308,7 +312,7 @@ def test_big_call_me_of_small_items_is_forwarded_without_a_tree(tmp_path):
         # the engine's fields are set as for any call
         assert big[0]["stream"] is True and big[0]["tools"], big[0].keys()
     size = int(open(os.path.join(tmp_path, "body-size")).read())
-    assert size > 32 << 20
+    assert size > (16 << 20) // (5 if SAN else 1)
     assert_rss(peak, size)
 
 

@@ -353,9 +353,9 @@ def asked(srv):
     return out
 
 
-@pytest.mark.early("900 concurrent calls")
-def test_900_concurrent_calls_capped(tmp_path):
-    k = 900
+@pytest.mark.early("300 concurrent calls")
+def test_300_concurrent_calls_capped(tmp_path):
+    k = 300
     cell = code(THREADS.format(k=k, ordered="False"))
     with ModelServer(first(cell) + answers(k, hold="go")) as srv:
         p = start(srv, tmp_path, "--cell-timeout", "600")

@@ -873,7 +873,7 @@ report(rc=p.returncode, files=sorted(os.listdir('/tmp/dl'))
 
 # --- floods and slow clients ---------------------------------------------------
 
-@pytest.mark.serial("a connection flood; the deadline must come by 2 s + 5 s (wall clock)")
+@pytest.mark.alone("a connection flood; the deadline must come by 2 s + 5 s (wall clock)")
 def test_floods_and_slow_clients_neither_stall_a_deadline_nor_grow_the_supervisor(
         tmp_path):
     """A cell fills the proxy: 40 clients that never finish their head,

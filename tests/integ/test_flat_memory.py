@@ -76,13 +76,15 @@ def test_rss_does_not_grow_with_cells_printing_output(tmp_path):
         f"({before} kB -> {after} kB)")
 
 
-@pytest.mark.early("80 cells of 1 MiB")
+@pytest.mark.early("24 cells of 1 MiB")
 def test_old_outputs_are_read_back_past_the_frame_limit(tmp_path):
-    """80 cells of 1 MiB (20 times the 4 MiB frame limit, 10 times the
+    """24 cells of 1 MiB (6 times the 4 MiB frame limit, 3 times the
     budget): CELL_OUTPUTS[1] is the capped output read back from the spill
     file, and the whole history can still be walked (it used to block until
     the cell's timeout)."""
-    cells = [f"print('{i % 10}' * {MIB})\n" for i in range(80)]
+    n = 24
+    assert n * MIB > 2 * BUDGET
+    cells = [f"print('{i % 10}' * {MIB})\n" for i in range(n)]
     check = code("""
         import json
         r = CELL_OUTPUTS[1]
@@ -92,12 +94,12 @@ def test_old_outputs_are_read_back_past_the_frame_limit(tmp_path):
             "bytes": r["output_bytes"], "dropped": r["output_dropped"],
             "status": r["status"], "code": CELL_INPUTS[1]["code"],
             "keys": list(CELL_OUTPUTS), "len_in": len(CELL_INPUTS),
-            "running_in": 80 in CELL_INPUTS, "running_out": 80 in CELL_OUTPUTS,
+            "running_in": %d in CELL_INPUTS, "running_out": %d in CELL_OUTPUTS,
             "items": [(k, v["output"][:3]) for k, v in items],
             "last_error": get_last_error(),
-            "missing": CELL_OUTPUTS.get(80, "none"),
+            "missing": CELL_OUTPUTS.get(%d, "none"),
         }, open("result.json", "w"))
-        """)
+        """) % (n, n, n)
     p = exec_cells(tmp_path, cells + [check], "--max-frame", "4M")
     try:
         assert p.wait(timeout=300 * SLOW) == 0, p.stderr.read()
@@ -110,9 +112,9 @@ def test_old_outputs_are_read_back_past_the_frame_limit(tmp_path):
     assert r["head"] == "1" * 1000 and r["tail"] == "1" * 1000 + "\n"
     assert r["bytes"] == MIB + 1 and r["dropped"] == 1
     assert r["code"].strip() == cells[1].strip()
-    assert r["keys"] == list(range(80)) and r["len_in"] == 81
+    assert r["keys"] == list(range(n)) and r["len_in"] == n + 1
     assert r["running_in"] is True and r["running_out"] is False
-    assert r["items"] == [[i, str(i % 10) * 3] for i in range(80)]
+    assert r["items"] == [[i, str(i % 10) * 3] for i in range(n)]
     assert r["last_error"] is None and r["missing"] == "none"
 
 

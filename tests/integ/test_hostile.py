@@ -203,7 +203,7 @@ print('ok')
 """
 
 
-@pytest.mark.serial("a fork flood of ~1000 processes")
+@pytest.mark.alone("a fork flood of ~1000 processes")
 def test_fork_bomb_is_contained_and_nothing_survives_the_kill():
     # Probe, don't race: the bomb forks until the limit bites (EAGAIN) or
     # its own budget (> pids.max) ends it, however fast this machine forks.

@@ -129,7 +129,7 @@ def test_the_start_line_says_which_ceilings_hold(ctx):
     assert "RLIMIT_NPROC 1024" in line[0], err
 
 
-@pytest.mark.serial("a fork flood up to the 1024-process ceiling")
+@pytest.mark.alone("a fork flood up to the 1024-process ceiling")
 def test_a_fork_flood_stops_at_the_process_ceiling(ctx):
     # no memory ceiling: a thousand copies of a sanitizer build's worker
     # would meet it first; the flood's own budget bounds it
