@@ -89,7 +89,7 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all deps check check-systemd fixtures unit integ demo bench fuzz lint \
+.PHONY: all deps check check-systemd fixtures unit integ integ-ready demo bench fuzz lint \
 	check-headers clean verify-units install uninstall report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
@@ -173,18 +173,51 @@ NPROC := $(shell nproc 2>/dev/null || echo 1)
 INTEG_JOBS ?= $(shell echo $$(( $(NPROC) * 2 )))
 INTEG_RUN = AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) \
 	    AGENTZ_FIXTURES=$(FIXTURES) $(PY) -m pytest -q -p no:cacheprovider
-integ: all $(O)/tests/try_syscall fixtures
+INTEG_PARTS := integ-parallel integ-serial integ-alone
+.PHONY: $(INTEG_PARTS) check-integ
+integ: integ-ready
+	rc=0; for part in $(INTEG_PARTS); do \
+	    $(MAKE) --no-print-directory $$part || rc=1; done; exit $$rc
+integ-ready: all $(O)/tests/try_syscall fixtures
 	@$(PY) -c 'import xdist' 2>/dev/null || { echo "agentz: make integ" \
 	    "needs pytest-xdist (scripts/install-deps check)" >&2; exit 1; }
-	rc=0; \
+integ-parallel: integ-ready
 	$(INTEG_RUN) -n $(INTEG_JOBS) --dist loadgroup \
-	    -m 'not serial and not alone' tests/integ || rc=1; \
-	$(INTEG_RUN) -n $(NPROC) -m serial tests/integ || rc=1; \
-	$(INTEG_RUN) -m alone tests/integ || rc=1; \
-	exit $$rc
+	    -m 'not serial and not alone' tests/integ
+integ-serial: integ-ready
+	$(INTEG_RUN) -n $(NPROC) -m serial tests/integ
+integ-alone: integ-ready
+	$(INTEG_RUN) -m alone tests/integ
+
+# make check's integration tests, both passes: their parallel parts side
+# by side (one pass's long tests fill the cores the other's leave idle;
+# each pass's output is shown whole once both are done, in
+# $(O)/integ-parallel.log), then each pass's serial part, then each
+# pass's alone part, so those still run on an otherwise idle machine.
+# Every part runs even if one fails.
+O_SAN = $(subst build,build-san,$(O))
+check-integ:
+	@$(MAKE) --no-print-directory integ-ready && \
+	    $(MAKE) --no-print-directory SAN=1 integ-ready
+	@rc=0; \
+	echo "== the parallel parts of both passes, side by side"; \
+	$(MAKE) --no-print-directory integ-parallel \
+	    >$(O)/integ-parallel.log 2>&1 & rel=$$!; \
+	$(MAKE) --no-print-directory SAN=1 integ-parallel \
+	    >$(O_SAN)/integ-parallel.log 2>&1 & san=$$!; \
+	wait $$rel || rc=1; wait $$san || rc=1; \
+	echo "== release: the parallel part"; cat $(O)/integ-parallel.log; \
+	echo "== ASan+UBSan: the parallel part"; \
+	cat $(O_SAN)/integ-parallel.log; \
+	for part in integ-serial integ-alone; do \
+	    echo "== release: $$part"; \
+	    $(MAKE) --no-print-directory $$part || rc=1; \
+	    echo "== ASan+UBSan: $$part"; \
+	    $(MAKE) --no-print-directory SAN=1 $$part || rc=1; \
+	done; exit $$rc
 
 # Both builds and their unit tests with -j (one job per core), then the
-# integration tests (their own parallel and serial parts), per pass. As
+# integration tests of both passes (check-integ). As
 # root, the booted-systemd test's root (a debootstrap the first time) is
 # prepared in the background meanwhile: downloads, not CPU, while the
 # compilers use the cores (its log: build/systemd-root.log; the test
@@ -195,8 +228,7 @@ check: fixtures
 	    scripts/systemd-root --prepare >$(O)/systemd-root.log 2>&1 & fi
 	$(MAKE) -j$(NPROC) -Otarget all unit
 	$(MAKE) SAN=1 -j$(NPROC) -Otarget all unit
-	$(MAKE) integ
-	$(MAKE) SAN=1 integ
+	$(MAKE) check-integ
 
 # A booted systemd (systemd-nspawn -b) running the shipped unit through
 # its life: READY/STATUS, the watchdog, Restart=, budget stops, stop.
