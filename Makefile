@@ -223,6 +223,7 @@ report-demo: all
 bench: all
 	scripts/install-deps bench
 	$(PY) bench/run.py $(O)
+	$(PY) bench/startup.py $(O)
 	$(PY) bench/model_overhead.py $(O)
 	$(PY) bench/isolation.py $(O)
 	$(PY) bench/egress.py $(O)
