@@ -18,6 +18,14 @@ command started from here (subprocess, Popen -> exit, wall), the cell
   --version        `agentz --version` against `true`: the binary's own
                    start (the dynamic loader and what it maps)
 
+Then where an exec's time goes, from the same rounds of `agentz exec
+--json` (the default and --snapshot never, each also a command of the
+rounds): Popen -> the cell dispatched (the record's started_at: the
+process's start, the jail, the first worker's spawn), of which the
+worker's spawn -> READY (spawn_ready_us), the first cell (duration_us)
+and the cell's end -> exit (finished_at -> Popen's return: the output,
+the teardown).
+
 Every command of every pair runs once per round, in a shuffled order per
 round, so drift on a shared machine hits them alike. The ratio column is
 the median of the per-round ratios A/B. With --base DIR the same agentz
@@ -28,6 +36,7 @@ were produced, 1 if a run failed, 2 on bad usage.
 """
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -51,15 +60,26 @@ def pct(xs, p):
     return s[max(0, -(-p * len(s) // 100) - 1)]
 
 
-def run_once(argv, cwd):
-    t0 = time.perf_counter()
+def run_once(argv, cwd, phases=None):
+    """Wall ms of one run; with phases (a dict of lists), argv is an
+    `agentz exec --json` whose record's times are split into it."""
+    t0, w0 = time.perf_counter(), time.time()
     p = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       stdout=subprocess.PIPE if phases is not None
+                       else subprocess.DEVNULL, stderr=subprocess.PIPE,
                        timeout=RUN_TIMEOUT, check=False)
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: "
                            f"{p.stderr.decode(errors='replace')[-300:]}")
+    if phases is not None:
+        rec = json.loads(p.stdout)
+        for k, v in (("start -> cell sent", rec["started_at"] - w0),
+                     ("worker spawn -> READY",
+                      rec["worker"]["spawn_ready_us"] / 1e6),
+                     ("first cell", rec["duration_us"] / 1e6),
+                     ("cell done -> exit", w0 + dt - rec["finished_at"])):
+            phases.setdefault(k, []).append(v * 1e3)
     return dt * 1e3
 
 
@@ -67,6 +87,9 @@ def commands(build, tag):
     az = os.path.join(build, "agentz")
     return {
         f"exec{tag}": [az, "exec", "one.py"],
+        f"exec --json{tag}": [az, "exec", "--json", "one.py"],
+        f"exec --json, never{tag}": [az, "exec", "--json", "--snapshot",
+                                     "never", "one.py"],
         f"exec, never{tag}": [az, "exec", "--snapshot", "never", "one.py"],
         f"exec, off{tag}": [az, "exec", "--isolation", "off",
                             "--snapshot", "never", "one.py"],
@@ -117,6 +140,7 @@ def main():
 def measure(cmds, a, work):
     names = list(cmds)
     times = {k: [] for k in names}
+    phases = {k: {} for k in names if "--json" in k}
     rng = random.Random(23)
     try:
         for _ in range(2):                        # warm-up, not counted
@@ -125,7 +149,7 @@ def measure(cmds, a, work):
         for _ in range(a.n):
             rng.shuffle(names)
             for k in names:
-                times[k].append(run_once(cmds[k], work))
+                times[k].append(run_once(cmds[k], work, phases.get(k)))
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f"startup: {e}", file=sys.stderr)
         return 1
@@ -138,6 +162,16 @@ def measure(cmds, a, work):
     for tag in tags:
         for left, right in PAIRS:
             show(times, left + tag, right)
+    print("\nwhere an exec's time goes (agentz exec --json), ms, "
+          "median / p90")
+    for k, ph in phases.items():
+        if not ph:
+            continue
+        if k == next(iter(phases)):
+            print(f"{'':<26}" + "".join(f"{n:>24}" for n in ph))
+        print(f"{k:<26}" + "".join(
+            f"{statistics.median(v):>15.1f} / {pct(v, 90):6.1f}"
+            for v in ph.values()))
     if "bwrap + python3" not in times:
         print("bwrap: not installed (Debian package bubblewrap): no "
               "bubblewrap anchor")
