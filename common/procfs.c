@@ -86,12 +86,13 @@ procfs_stat_parse(const char *text, struct procfs_stat *st)
 	int ppid = 0;
 
 	memset(st, 0, sizeof *st);
-	/* fields 3-4, 14-17 and 22: state ppid ... utime stime cutime
-	 * cstime ... starttime (optional) */
-	if (p == NULL || sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u "
-	    "%*u %*u %llu %llu %llu %llu %*d %*d %*d %*d %llu", &st->state,
-	    &ppid, &st->utime, &st->stime, &st->cutime, &st->cstime,
-	    &st->starttime) < 6) {
+	/* fields 3-4, 9, 14-17, 20 and 22: state ppid ... flags ...
+	 * utime stime cutime cstime ... num_threads ... starttime (the
+	 * last two optional) */
+	if (p == NULL || sscanf(p + 1, " %c %d %*d %*d %*d %*d %u %*u %*u "
+	    "%*u %*u %llu %llu %llu %llu %*d %*d %ld %*d %llu", &st->state,
+	    &ppid, &st->flags, &st->utime, &st->stime, &st->cutime,
+	    &st->cstime, &st->threads, &st->starttime) < 7) {
 		errno = EINVAL;
 		return -1;
 	}

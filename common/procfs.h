@@ -32,10 +32,15 @@ int procfs_write(pid_t pid, const char *file, const char *s);
 struct procfs_stat {
 	char state;		/* 'R', 'S', 'Z', ... */
 	pid_t ppid;
+	unsigned flags;		/* field 9, the kernel's PF_* */
 	unsigned long long utime, stime, cutime, cstime;
+	long threads;		/* field 20 (0 when the text stops before) */
 	/* field 22: since boot (0 when the text stops before it) */
 	unsigned long long starttime;
 };
+
+/* PF_EXITING: the task is in exit(), past any fork of its own. */
+#define PROCFS_PF_EXITING 0x4u
 
 /* Parses a stat text. 0, or -1 with EINVAL (a field is missing). */
 int procfs_stat_parse(const char *text, struct procfs_stat *st);

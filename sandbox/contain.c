@@ -399,6 +399,39 @@ kill_procs(const char *dir)
 	return n;
 }
 
+/*
+ * Is every task of the group gone or in exit() already (SIGKILLed: its
+ * process group, the jail)? Then nothing in it can fork, and nothing
+ * can join (only we attach): a kill has nothing left to do.
+ */
+static int
+all_exiting(const struct contain_group *g)
+{
+	char buf[65536];
+	pid_t pids[256];
+	struct procfs_stat st;
+	int i, n;
+
+	if (read_file(g->dir[0], "cgroup.procs", buf, sizeof buf) < 0)
+		return 0;
+	n = procfs_pids(buf, pids, (int)(sizeof pids / sizeof *pids));
+	if (n == (int)(sizeof pids / sizeof *pids))
+		return 0;	/* perhaps more: the kill decides */
+	for (i = 0; i < n; i++) {
+		if (procfs_stat(pids[i], &st) < 0) {
+			if (errno != ENOENT)
+				return 0;
+			continue;	/* gone */
+		}
+		/* one thread (a leader in exit() may leave others
+		 * running), past its last fork */
+		if (st.threads > 1 || (st.state != 'Z' &&
+		    !(st.flags & PROCFS_PF_EXITING)))
+			return 0;
+	}
+	return 1;
+}
+
 int
 contain_group_kill(struct contain_group *g)
 {
@@ -406,6 +439,10 @@ contain_group_kill(struct contain_group *g)
 	char state[32];
 	int i, rc;
 
+	/* no freeze and thaw (each a few ms on v1, and the freeze waits
+	 * for exiting tasks) at every worker's end */
+	if (all_exiting(g))
+		return 0;
 	if (g->c->kind == CG_V2)
 		return write_file(g->dir[0], "cgroup.kill", "1") < 0 ?
 		    (kill_procs(g->dir[0]) < 0 ? -1 : 0) : 0;

@@ -151,8 +151,12 @@ agent_setup_model(struct agent *a)
 	struct model_config mc;
 	struct host_tools ht;
 	const char *key = getenv("OPENAI_API_KEY");
-	char why[160], shown[256];
+	char why[320], shown[256];
 
+	if (http_load(why, sizeof why) < 0) {
+		log_warnx("%s", why);
+		return -1;
+	}
 	if (http_url_check(a->cfg.base_url, why, sizeof why) < 0) {
 		/* userinfo may be a secret: such a URL is not repeated */
 		if (strchr(a->cfg.base_url, '@') != NULL)

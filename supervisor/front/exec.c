@@ -239,6 +239,8 @@ run_next(struct exec_run *x)
 		return;
 	}
 	s = &x->cells[x->next++];
+	if (x->next == x->ncells)	/* every cell is read before any runs */
+		runner_last_cell(x->runner);
 	if (runner_run(x->runner, s->code, s->len, NULL, s->source, -1) ==
 	    NULL) {
 		log_warn("cannot run cell %zu", x->next - 1);

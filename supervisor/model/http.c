@@ -69,7 +69,7 @@ void
 http_req_stop(struct http_req *r)
 {
 	if (r->running)
-		(void)curl_multi_remove_handle(r->h->multi, r->easy);
+		(void)http_lib.multi_remove_handle(r->h->multi, r->easy);
 	r->running = 0;
 	loop_timer_cancel(r->h->loop, r->idle_timer);
 	r->idle_timer = 0;
@@ -79,8 +79,8 @@ http_req_stop(struct http_req *r)
 void
 http_req_free(struct http_req *r)
 {
-	curl_easy_cleanup(r->easy);
-	curl_slist_free_all(r->hdrs);
+	http_lib.easy_cleanup(r->easy);
+	http_lib.slist_free_all(r->hdrs);
 	buf_clear(&r->ebody);
 	free(r);
 }
@@ -104,7 +104,7 @@ drive(struct http *h, curl_socket_t s, int flags)
 	int running;
 
 	h->busy++;
-	(void)curl_multi_socket_action(h->multi, s, flags, &running);
+	(void)http_lib.multi_socket_action(h->multi, s, flags, &running);
 	h->busy--;
 	http_reap_zombies(h);
 	check_done(h);
@@ -182,15 +182,11 @@ timer_cb(CURLM *m, long timeout_ms, void *userp)
 struct http *
 http_new(struct loop *l)
 {
-	static int global_done;
 	struct http *h;
 
-	if (!global_done) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-			errno = EIO;
-			return NULL;
-		}
-		global_done = 1;
+	if (http_load(NULL, 0) < 0) {
+		errno = EIO;
+		return NULL;
 	}
 	if ((h = calloc(1, sizeof *h)) == NULL)
 		return NULL;
@@ -200,13 +196,13 @@ http_new(struct loop *l)
 	    (uint64_t)(uintptr_t)h;
 	if (h->rng == 0)
 		h->rng = 1;
-	if ((h->multi = curl_multi_init()) == NULL ||
-	    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, sock_cb) ||
-	    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h) ||
-	    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb) ||
-	    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h)) {
+	if ((h->multi = http_lib.multi_init()) == NULL ||
+	    http_lib.multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, sock_cb) ||
+	    http_lib.multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h) ||
+	    http_lib.multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb) ||
+	    http_lib.multi_setopt(h->multi, CURLMOPT_TIMERDATA, h)) {
 		if (h->multi != NULL)
-			(void)curl_multi_cleanup(h->multi);
+			(void)http_lib.multi_cleanup(h->multi);
 		free(h);
 		errno = ENOMEM;
 		return NULL;
@@ -263,7 +259,7 @@ http_free(struct http *h)
 		req_bury(h->reqs);
 	http_reap_zombies(h);
 	/* May still call sock_cb and timer_cb, which need h and the loop. */
-	(void)curl_multi_cleanup(h->multi);
+	(void)http_lib.multi_cleanup(h->multi);
 	loop_timer_cancel(h->loop, h->timer);
 	for (i = 0; i < h->nfds; i++)
 		loop_unwatch(h->loop, h->fds[i]);
@@ -298,12 +294,12 @@ check_done(struct http *h)
 
 	/* One message at a time: a done callback may cancel other requests,
 	 * which drops their pending messages. */
-	while ((m = curl_multi_info_read(h->multi, &left)) != NULL) {
+	while ((m = http_lib.multi_info_read(h->multi, &left)) != NULL) {
 		if (m->msg != CURLMSG_DONE)
 			continue;
 		rc = m->data.result;
 		priv = NULL;
-		if (curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+		if (http_lib.easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
 		    &priv) != CURLE_OK || priv == NULL)
 			continue;
 		r = (struct http_req *)(void *)priv;
@@ -315,47 +311,52 @@ check_done(struct http *h)
 int
 http_url_check(const char *url, char *why, size_t len)
 {
-	CURLU *u = curl_url();
+	CURLU *u;
 	char *scheme = NULL, *host = NULL;
 	CURLUcode rc;
 	int ok = 0;
 
-	if (u == NULL) {
+	if (http_load(why, len) < 0)
+		return -1;
+	if ((u = http_lib.url()) == NULL) {
 		(void)snprintf(why, len, "out of memory");
 		return -1;
 	}
-	rc = *url == '\0' ? CURLUE_MALFORMED_INPUT : curl_url_set(u,
+	rc = *url == '\0' ? CURLUE_MALFORMED_INPUT : http_lib.url_set(u,
 	    CURLUPART_URL, url, 0);
 	if (rc != CURLUE_OK)
 		(void)snprintf(why, len, "%s", *url == '\0' ? "empty" :
-		    curl_url_strerror(rc));
-	else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+		    http_lib.url_strerror(rc));
+	else if (http_lib.url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
 		(void)snprintf(why, len, "scheme %s is not http or https",
 		    scheme != NULL ? scheme : "(none)");
-	else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	else if (http_lib.url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
 	    *host == '\0')
 		(void)snprintf(why, len, "no host");
 	else
 		ok = 1;
-	curl_free(scheme);
-	curl_free(host);
-	curl_url_cleanup(u);
+	http_lib.free(scheme);
+	http_lib.free(host);
+	http_lib.url_cleanup(u);
 	return ok ? 0 : -1;
 }
 
 char *
 http_url_shown(const char *url)
 {
-	CURLU *u = curl_url();
+	CURLU *u;
 	char *got = NULL, *out = NULL;
 
-	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_URL, &got, 0) == CURLUE_OK)
+	if (http_load(NULL, 0) < 0)
+		return NULL;
+	u = http_lib.url();
+	if (u != NULL && http_lib.url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    http_lib.url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    http_lib.url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    http_lib.url_get(u, CURLUPART_URL, &got, 0) == CURLUE_OK)
 		out = strdup(got);
-	curl_free(got);
-	curl_url_cleanup(u);
+	http_lib.free(got);
+	http_lib.url_cleanup(u);
 	return out;
 }

@@ -22,6 +22,7 @@
  * any other status is collected (at most HTTP_ERROR_BODY_MAX bytes) and
  * handed over in the result, for the caller to format "HTTP 401: ...".
  *
+ * libcurl is loaded at the first use, not at the program's start.
  * Silent (prints nothing), no signals (CURLOPT_NOSIGNAL), redirects not
  * followed. Nothing here exposes curl types; http.c, http_xfer.c and
  * http_retry.c (sharing http_int.h) are the only files that include
@@ -121,8 +122,14 @@ struct http_callbacks {
 	void (*done)(void *ctx, const struct http_result *r);
 };
 
+/*
+ * Loads libcurl (once; every function here does it at its first call):
+ * 0, or -1 with one line that names the library and why in err (at most
+ * len bytes; err may be NULL). Only what uses the client pays for it.
+ */
+int http_load(char *err, size_t len);
 /* A client on l, which must outlive it. NULL / ENOMEM (or EIO when
- * libcurl cannot be initialised). */
+ * libcurl cannot be loaded or initialised). */
 struct http *http_new(struct loop *l);
 /* Cancels every request (no done callbacks) and frees h. Not from inside
  * an http callback. Accepts NULL. */

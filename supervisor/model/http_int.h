@@ -2,13 +2,15 @@
  * http_int.h - private to the HTTP client's files (http.c, http_xfer.c,
  * http_retry.c): the client and request state and the functions they
  * share. With them it is the only place that includes <curl/curl.h>;
- * the client's public face is http.h.
+ * the client's public face is http.h. libcurl itself is loaded at the
+ * first use (http_lib.c): the calls go through http_lib's pointers.
  */
 #ifndef AGENTZ_HTTP_INT_H
 #define AGENTZ_HTTP_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -57,6 +59,37 @@ struct http {
 	int *fds;			/* sockets we watch for curl */
 	size_t nfds, capfds;
 };
+
+/*
+ * http_lib.c: libcurl's functions this client calls, set by http_load()
+ * (each member is the libcurl function of the same name after curl_).
+ */
+struct http_lib {
+	CURL *(*easy_init)(void);
+	void (*easy_cleanup)(CURL *);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	const char *(*easy_strerror)(CURLcode);
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_cleanup)(CURLM *);
+	CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
+	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_socket_action)(CURLM *, curl_socket_t, int, int *);
+	CURLMsg *(*multi_info_read)(CURLM *, int *);
+	const char *(*multi_strerror)(CURLMcode);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+	CURLU *(*url)(void);
+	CURLUcode (*url_set)(CURLU *, CURLUPart, const char *, unsigned int);
+	CURLUcode (*url_get)(CURLU *, CURLUPart, char **, unsigned int);
+	void (*url_cleanup)(CURLU *);
+	const char *(*url_strerror)(CURLUcode);
+	void (*free)(void *);
+	time_t (*getdate)(const char *, const time_t *);
+	CURLcode (*global_init)(long);
+};
+extern struct http_lib http_lib;
 
 /* http.c: the client, curl's sockets and timer on the loop. */
 void http_req_stop(struct http_req *r);

@@ -128,7 +128,7 @@ parse_delay(const char *v, int seconds)
 
 	if (end != v && *end == '\0')
 		d = seconds ? d * 1000 : d;
-	else if (!seconds || (t = curl_getdate(v, NULL)) == (time_t)-1)
+	else if (!seconds || (t = http_lib.getdate(v, NULL)) == (time_t)-1)
 		return -1;
 	else
 		d = difftime(t, time(NULL)) * 1000;

@@ -141,7 +141,7 @@ http_req_attempt_done(struct http_req *r, CURLcode rc)
 
 		if (!again || !http_req_retry(r))
 			req_fail_transport(r, r->errbuf[0] != '\0' ? r->errbuf :
-			    curl_easy_strerror(rc), again);
+			    http_lib.easy_strerror(rc), again);
 	}
 }
 
@@ -161,12 +161,12 @@ http_req_start(struct loop *l, void *ctx)
 	r->request_id[0] = '\0';
 	buf_reset(&r->ebody);
 	r->errbuf[0] = '\0';
-	mc = curl_multi_add_handle(r->h->multi, r->easy);
+	mc = http_lib.multi_add_handle(r->h->multi, r->easy);
 	if (mc != CURLM_OK) {
 		char why[128];
 
 		(void)snprintf(why, sizeof why, "cannot start the transfer: %s",
-		    curl_multi_strerror(mc));
+		    http_lib.multi_strerror(mc));
 		req_fail_transport(r, why, 0);
 		return;
 	}
@@ -247,7 +247,7 @@ write_cb(char *p, size_t size, size_t nmemb, void *ud)
 		return 0;
 	r->last_us = loop_now_us();
 	if (r->status == 0)
-		(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE,
+		(void)http_lib.easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE,
 		    &r->status);
 	if (r->status < 200 || r->status >= 300) {
 		ebody_add(r, p, n);
@@ -309,7 +309,7 @@ header_cb(char *p, size_t size, size_t nitems, void *ud)
 		r->should_retry = -1;
 		r->request_id[0] = '\0';
 	} else if (n > 0 && n <= 2 && (p[0] == '\r' || p[0] == '\n')) {
-		(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+		(void)http_lib.easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
 		if (code >= 200)
 			r->status = code;
 	} else {
@@ -344,11 +344,11 @@ req_headers(struct http_req *r, const char *const *headers)
 	struct curl_slist *n;
 
 	for (hp = headers; hp != NULL && *hp != NULL; hp++) {
-		if ((n = curl_slist_append(r->hdrs, *hp)) == NULL)
+		if ((n = http_lib.slist_append(r->hdrs, *hp)) == NULL)
 			return -1;
 		r->hdrs = n;
 	}
-	if ((n = curl_slist_append(r->hdrs, "Expect:")) == NULL)
+	if ((n = http_lib.slist_append(r->hdrs, "Expect:")) == NULL)
 		return -1;
 	r->hdrs = n;
 	return 0;
@@ -372,22 +372,22 @@ req_easy(struct http_req *r, const struct http_request_opts *o)
 	size_t i;
 
 	for (i = 0; i < sizeof longs / sizeof longs[0]; i++)
-		if (curl_easy_setopt(e, longs[i].opt, longs[i].val) != CURLE_OK)
+		if (http_lib.easy_setopt(e, longs[i].opt, longs[i].val) != CURLE_OK)
 			return -1;
 	/* POSTFIELDSIZE before COPYPOSTFIELDS: copy body_len bytes. */
-	if (curl_easy_setopt(e, CURLOPT_URL, o->url) != CURLE_OK ||
-	    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") ||
-	    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs) ||
-	    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+	if (http_lib.easy_setopt(e, CURLOPT_URL, o->url) != CURLE_OK ||
+	    http_lib.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") ||
+	    http_lib.easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs) ||
+	    http_lib.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
 		(curl_off_t)o->body_len) ||
-	    curl_easy_setopt(e, o->body_kept ? CURLOPT_POSTFIELDS :
+	    http_lib.easy_setopt(e, o->body_kept ? CURLOPT_POSTFIELDS :
 		CURLOPT_COPYPOSTFIELDS, o->body != NULL ? o->body : "") ||
-	    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb) ||
-	    curl_easy_setopt(e, CURLOPT_WRITEDATA, r) ||
-	    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb) ||
-	    curl_easy_setopt(e, CURLOPT_HEADERDATA, r) ||
-	    curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)r) ||
-	    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf))
+	    http_lib.easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb) ||
+	    http_lib.easy_setopt(e, CURLOPT_WRITEDATA, r) ||
+	    http_lib.easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb) ||
+	    http_lib.easy_setopt(e, CURLOPT_HEADERDATA, r) ||
+	    http_lib.easy_setopt(e, CURLOPT_PRIVATE, (void *)r) ||
+	    http_lib.easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf))
 		return -1;
 	return 0;
 }
@@ -400,10 +400,10 @@ req_new(struct http *h, const struct http_request_opts *o)
 	if (r == NULL)
 		return NULL;
 	r->h = h;
-	if ((r->easy = curl_easy_init()) == NULL ||
+	if ((r->easy = http_lib.easy_init()) == NULL ||
 	    req_headers(r, o->headers) < 0 || req_easy(r, o) < 0) {
-		curl_easy_cleanup(r->easy);
-		curl_slist_free_all(r->hdrs);
+		http_lib.easy_cleanup(r->easy);
+		http_lib.slist_free_all(r->hdrs);
 		free(r);
 		return NULL;
 	}

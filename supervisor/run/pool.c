@@ -82,7 +82,7 @@ pool_standby_soon(struct runner *r)
 	uint64_t ms = 0;
 	unsigned i;
 
-	if (r->standby == NULL || r->standby_timer != 0)
+	if (r->standby == NULL || r->standby_timer != 0 || r->last_cell)
 		return;
 	/* one that keeps dying before READY is retried ever more slowly,
 	 * and never stops the run: the cells do not need it */

@@ -197,6 +197,14 @@ runner_start(struct runner *r)
 	return pool_start(r);
 }
 
+void
+runner_last_cell(struct runner *r)
+{
+	r->last_cell = 1;
+	loop_timer_cancel(r->loop, r->standby_timer);
+	r->standby_timer = 0;
+}
+
 struct cell *
 runner_last(struct runner *r)
 {

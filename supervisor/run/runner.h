@@ -116,6 +116,13 @@ struct cell *runner_run(struct runner *r, const char *code, size_t len,
     const char *summary, const char *source, int64_t generated_by);
 
 /*
+ * No cell follows the one recorded last (agentz exec's last): no warm
+ * standby is started for what cannot come. A death of the last cell is
+ * still recovered by a fresh worker before its record completes.
+ */
+void runner_last_cell(struct runner *r);
+
+/*
  * fn(ctx, c) runs as soon as the worker is found dead or killed, before
  * a fresh one is started: c is the cell it was running (outputs filled,
  * detail may be amended; ops.finished comes once a fresh worker is

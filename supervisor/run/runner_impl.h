@@ -80,6 +80,7 @@ struct runner {
 	struct worker *standby;
 	uint64_t standby_timer;
 	unsigned standby_failures;
+	int last_cell;		/* runner_last_cell: no standby any more */
 	unsigned generations;
 	struct contain *contain;
 	struct jail *jail;

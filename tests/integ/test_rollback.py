@@ -333,6 +333,30 @@ def test_a_cell_cannot_write_the_standby_and_killing_it_only_costs_a_start():
     assert d["output"] == "ok\n", brief(d)
 
 
+def test_exec_starts_no_standby_for_its_last_cell():
+    # a cell that another follows gets the standby; the last one none
+    # (nothing could use it): it watches for one three times as long as
+    # the first took to appear
+    seen = OTHER_WORKERS + (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "while not workers() and time.monotonic() - t < 60:\n"
+        "    time.sleep(0.01)\n"
+        "print(len(workers()), time.monotonic() - t)\n")
+    r = agentz_run([seen, "x = 1"], args=["--cell-timeout", "90"],
+                   timeout=150)
+    n, took = r.recs[0]["output"].split()
+    assert n == "1", brief(r.recs[0])
+    watch = OTHER_WORKERS + (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "while not workers() and time.monotonic() - t < %.3f:\n"
+        "    time.sleep(0.01)\n"
+        "print(len(workers()))\n" % max(1.0, 3 * float(took)))
+    r = agentz_run([watch], args=["--cell-timeout", "90"], timeout=150)
+    assert r.recs[0]["output"] == "0\n", brief(r.recs[0])
+
+
 def test_the_snapshot_is_the_last_the_oom_killer_takes(run_as):
     # the worker offers itself first (1000 as root); its snapshot does not;
     # a promoted snapshot is a worker again, first in line, and its own

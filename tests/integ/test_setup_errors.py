@@ -276,3 +276,43 @@ def test_pass_env_naming_a_secret_warns_once(tmp_path):
     assert "secret" in warn[0] and "not passed" in warn[0], warn
     assert "EXTRA" not in p.stderr
     assert "canary-tok" not in p.stderr
+
+
+# --- 6. libcurl: only agent runs load it ------------------------------------
+
+def libcurl_file():
+    """The file the loader finds for libcurl.so.4 (x86-64), or None."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True,
+                         check=False).stdout
+    for ln in out.splitlines():
+        name, _, path = ln.strip().partition(" => ")
+        if name.startswith("libcurl.so.4 ") and "x86-64" in name:
+            return os.path.realpath(path)
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace: root")
+def test_a_missing_libcurl_stops_an_agent_run_and_not_exec(tmp_path):
+    # libcurl.so.4 made unloadable (/dev/null over it) in a mount
+    # namespace of the test's own: the dynamic loader's real failure
+    lib = libcurl_file()
+    if lib is None:
+        pytest.skip("libcurl.so.4 not in the loader's cache")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    hide = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind /dev/null "$0" && exec "$@"', lib, AGENTZ]
+    e = dict(os.environ, OPENAI_API_KEY=KEY)
+    p = subprocess.run(hide + ["--base-url",
+                               f"http://127.0.0.1:{closed_port()}/v1",
+                               "a task"], cwd=ws, env=e, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert "cannot load libcurl.so.4" in p.stderr, p.stderr
+    assert "libcurl4" in p.stderr, p.stderr
+    assert "file too short" in p.stderr, p.stderr  # the loader's reason
+    p = subprocess.run(hide + ["exec", "-"], cwd=ws, input="print(6 * 7)\n",
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "42\n", p.stdout

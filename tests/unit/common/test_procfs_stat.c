@@ -30,6 +30,8 @@ test_stat_fields_and_starttime(void **state)
 	assert_int_equal(st.stime, 22);
 	assert_int_equal(st.cutime, 33);
 	assert_int_equal(st.cstime, 44);
+	assert_int_equal(st.flags, 4194560);
+	assert_int_equal(st.threads, 3);
 	assert_int_equal(st.starttime, 987654);
 }
 
@@ -42,6 +44,7 @@ test_stat_without_starttime(void **state)
 	assert_int_equal(procfs_stat_parse("1 (x) R 0 1 1 0 -1 0 0 0 0 0 "
 	    "5 6 7 8", &st), 0);
 	assert_int_equal(st.utime, 5);
+	assert_int_equal(st.threads, 0);
 	assert_int_equal(st.starttime, 0);
 }
 
