@@ -159,9 +159,17 @@ static struct PyModuleDef mod_def = {
 
 PyObject *PyInit__agentz(void);
 
+/* Also the compile flag run_cell needs (so the runtime does not import
+ * _ast, about 1 ms of every start, for one constant). */
 PyObject *
 PyInit__agentz(void)
 {
+	PyObject *m;
+
 	main_thread = pthread_self();
-	return PyModule_Create(&mod_def);
+	m = PyModule_Create(&mod_def);
+	if (m != NULL && PyModule_AddIntConstant(m,
+	    "PyCF_ALLOW_TOP_LEVEL_AWAIT", PyCF_ALLOW_TOP_LEVEL_AWAIT) < 0)
+		Py_CLEAR(m);
+	return m;
 }
