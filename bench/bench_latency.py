@@ -135,8 +135,9 @@ class LatencyRows:
                              ["-I", REPO],
                              [os.path.join(REPO, "common", "fdio.c")])
 
-        def one(mode, rounds):
-            rc, out, err, _ = run_child([exe, str(rounds), mode], timeout=60)
+        def one(mode, rounds, spin_us=0):
+            rc, out, err, _ = run_child([exe, str(rounds), mode,
+                                         str(spin_us)], timeout=60)
             if rc != 0:
                 raise RuntimeError(f"pingpong {mode} rc={rc}: "
                                    f"{first_line(err)}")
@@ -157,13 +158,25 @@ class LatencyRows:
             r = one(mode, 10000)
             rows.append(Row(f"  ping-pong, {mode} CPU", r["median_us"],
                             r["p90_us"], r["n"], note))
+        # what a bounded spin before blocking buys and costs (issue 23's
+        # idea, tried and dropped: see docs/internals.md)
+        for mode in ("same", "cross", "none")[:3 if ncpu >= 2 else 1]:
+            r = one(mode, 10000, 50)
+            rows.append(Row(f"  ping-pong, {mode}, 50 us spin",
+                            r["median_us"], r["p90_us"], r["n"],
+                            "poll(0) + sched_yield for up to 50 us, then "
+                            "a blocking read"))
         return rows
 
     def b_spawn(self):
         self.need_agentz()
         n = self.args.spawn_n
-        ready, walls, w = {}, {}, {}
+        ready, walls, w, embed = {}, {}, {}, []
+        emb = self.embed_exe()
+        self.embed_once(emb)    # cold page cache
         for _ in range(n):
+            # the anchor, Py_InitializeEx, alternating with the spawns
+            embed.append(self.embed_once(emb)["init_us"])
             for tag, exe in self.builds():   # alternating with --baseline
                 rc, recs, err, wall = self.agentz_exec(["x = 1"], timeout=30,
                                                        agentz=exe)
@@ -190,6 +203,11 @@ class LatencyRows:
                      Row(f"  agentz exec, 1 cell, process wall{tag}",
                          statistics.median(walls[tag]), pct(walls[tag], 90),
                          n, "whole `agentz exec` run as seen from here")]
+        self.results["embed_paired"] = statistics.median(embed)
+        rows.append(Row("  Py_InitializeEx, between the spawns",
+                        statistics.median(embed), pct(embed, 90), n,
+                        "bench/embed_init, run alternately with the "
+                        "spawns above (the target's anchor)"))
         return rows
 
     def agent_run(self, exe, n, snapshot):
@@ -284,7 +302,8 @@ class LatencyRows:
                             "the anchor of --snapshot auto's cost"))
         return rows
 
-    def b_embed(self):
+    def embed_exe(self):
+        """bench/embed_init.c built against the system libpython."""
         flags = subprocess.run(
             ["pkg-config", "--cflags", "--libs", "python3-embed"],
             capture_output=True, text=True, timeout=30)
@@ -294,15 +313,21 @@ class LatencyRows:
         parts = flags.stdout.split()
         cflags = [p for p in parts if not p.startswith(("-l", "-L"))]
         libs = [p for p in parts if p.startswith(("-l", "-L"))]
-        exe = self.compile_c("embed_init.c", os.path.join(
+        return self.compile_c("embed_init.c", os.path.join(
             self.bindir, "embed_init"), cflags, libs)
+
+    def embed_once(self, exe):
+        rc, out, err, _ = run_child([exe], timeout=30)
+        if rc != 0:
+            raise RuntimeError(f"embed_init rc={rc}: {first_line(err)}")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def b_embed(self):
+        exe = self.embed_exe()
         n = 15
         init, total, version = [], [], ""
         for _ in range(n + 1):
-            rc, out, err, _ = run_child([exe], timeout=30)
-            if rc != 0:
-                raise RuntimeError(f"embed_init rc={rc}: {first_line(err)}")
-            r = json.loads(out.strip().splitlines()[-1])
+            r = self.embed_once(exe)
             init.append(r["init_us"])
             total.append(r["total_us"])
             version = r.get("version", "")
