@@ -7,17 +7,21 @@
  * dropped. Prints one line of JSON:
  *   {"mode":"none","n":N,"bytes":64,"median_us":M,"p90_us":P,"min_us":L}
  *
- *   pingpong [ROUNDS [same|cross]]    default 20000, unpinned
+ *   pingpong [ROUNDS [same|cross|none [SPIN_US]]]
+ *       default 20000 rounds, unpinned, no spin
  *
  * "same" pins both processes to the first allowed CPU, "cross" puts them on
  * the first two: on a small VM the unpinned figure swings between the two
- * depending on where the scheduler wakes the peer.
+ * depending on where the scheduler wakes the peer. SPIN_US > 0: each side
+ * polls without blocking for up to that long before its blocking read
+ * (the figure for a bounded spin before blocking; "spin_us" in the JSON).
  *
  * Built by bench/run.py with cc -O2 and common/fdio.c (the one write
  * loop); not part of the agentz build.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +53,23 @@ static int full_read(int fd, char *buf, size_t n)
 		n -= (size_t)r;
 	}
 	return 0;
+}
+
+static double now_us(void);
+
+/* Waits up to spin_us for fd to be readable, polling without blocking
+ * (the bounded spin agentz uses before blocking on its channel); 0 when
+ * spin_us is 0. */
+static void spin_wait(int fd, double spin_us)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	double end;
+
+	if (spin_us <= 0)
+		return;
+	end = now_us() + spin_us;
+	while (poll(&p, 1, 0) == 0 && now_us() < end)
+		(void)sched_yield();
 }
 
 static double now_us(void)
@@ -91,6 +112,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *mode = argc > 2 ? argv[2] : "none";
+	double spin_us = argc > 3 ? strtod(argv[3], NULL) : 0;
 	int pin_parent = -1, pin_child = -1;
 	if (strcmp(mode, "same") == 0) {
 		pin_parent = pin_child = 0;
@@ -121,6 +143,7 @@ int main(int argc, char **argv)
 		close(to_child[1]);
 		close(to_parent[0]);
 		for (;;) {
+			spin_wait(to_child[0], spin_us);
 			int r = full_read(to_child[0], buf, MSG);
 			if (r != 0)
 				_exit(r < 0);
@@ -148,7 +171,8 @@ int main(int argc, char **argv)
 	for (long i = 0; i < total; i++) {
 		double t0 = now_us();
 		if (fd_write_all(to_child[1], buf, MSG) < 0 ||
-		    full_read(to_parent[0], buf, MSG) != 0) {
+		    (spin_wait(to_parent[0], spin_us),
+		    full_read(to_parent[0], buf, MSG) != 0)) {
 			perror("pingpong");
 			rc = 1;
 			break;
@@ -164,8 +188,9 @@ int main(int argc, char **argv)
 	double *s = t + WARMUP;
 	qsort(s, (size_t)rounds, sizeof *s, cmp_double);
 	printf("{\"mode\":\"%s\",\"n\":%ld,\"bytes\":%d,\"median_us\":%.3f,"
-	       "\"p90_us\":%.3f,\"min_us\":%.3f}\n",
-	       mode, rounds, MSG, s[rounds / 2], s[(rounds * 9) / 10], s[0]);
+	       "\"p90_us\":%.3f,\"min_us\":%.3f,\"spin_us\":%.0f}\n",
+	       mode, rounds, MSG, s[rounds / 2], s[(rounds * 9) / 10], s[0],
+	       spin_us);
 	free(t);
 	return 0;
 }

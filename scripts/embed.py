@@ -3,6 +3,8 @@
 
 usage: embed.py OUT.c RUNTIME.py... -- ENGINE_FILE...
 """
+import importlib.util
+import marshal
 import os
 import sys
 
@@ -22,6 +24,33 @@ def c_array(name, files):
     return "\n".join(out)
 
 
+def c_bytes(name, data):
+    # as the values of a (signed) char: marshal data is binary
+    body = ",".join(str(b - 256 if b > 127 else b) for b in data)
+    return f"static const char {name}[] = {{{body}{',' if data else ''}0}};"
+
+
+def code_array(name, files):
+    """The runtime files compiled by this interpreter (marshal), for the
+    worker to load without compiling them at every start; the worker uses
+    them only when its libpython's magic number is this one's."""
+    out = [c_bytes(f"{name}_magic", importlib.util.MAGIC_NUMBER)]
+    blobs = []
+    for path in files:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True,
+                           optimize=0)
+        blobs.append(marshal.dumps(code))
+    for i, data in enumerate(blobs):
+        out.append(c_bytes(f"{name}_{i}", data))
+    out.append(f"const struct embedded_file {name}[] = {{")
+    for i, (path, data) in enumerate(zip(files, blobs)):
+        out.append(f'\t{{"{path}", {name}_{i}, {len(data)}}},')
+    out.append("\t{0, 0, 0}\n};")
+    out.append(f"const char *const {name}_magic_bytes = {name}_magic;")
+    return "\n".join(out)
+
+
 def main():
     out, rest = sys.argv[1], sys.argv[2:]
     sep = rest.index("--")
@@ -31,6 +60,7 @@ def main():
         "#include <stddef.h>",
         "struct embedded_file { const char *name; const char *text; size_t len; };",
         c_array("embedded_runtime", runtime),
+        code_array("embedded_runtime_code", runtime),
         c_array("embedded_engine", engine),
         "",
     ])

@@ -71,6 +71,10 @@ struct embedded_file {
 };
 extern const struct embedded_file embedded_runtime[];
 extern const size_t embedded_runtime_count;
+/* The runtime files compiled at build time (marshal data), usable when
+ * embedded_runtime_code_magic_bytes (4 bytes) is libpython's magic. */
+extern const struct embedded_file embedded_runtime_code[];
+extern const char *const embedded_runtime_code_magic_bytes;
 extern const struct embedded_file embedded_engine[];
 extern const size_t embedded_engine_count;
 

@@ -7,13 +7,14 @@ Everything the cell needs from outside the namespace goes through the
 builtin module ``_agentz`` as a request to the supervisor.
 
 Start-up time is the worker's spawn-to-ready time, so heavy modules (json
-pulls in re, asyncio takes ~40 ms) are imported where first needed.
+pulls in re, asyncio takes ~40 ms) are imported where first needed: at
+READY only builtin and frozen modules and what site loads are in; linecache
+(tokenize, re, enum, functools: ~5 ms) comes with traceback, which the
+worker imports right after READY (py_preload).
 """
-import _ast
 import _signal
 import builtins
 import faulthandler
-import linecache
 import sys
 
 import _agentz
@@ -184,12 +185,13 @@ def run_cell(n, source):
     text = source.decode("utf-8", "replace")
     if not text.endswith("\n"):
         text += "\n"  # 3.11 misplaces the caret under an unterminated line
+    import linecache  # loaded after READY (py_preload): a dict look-up
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     status, etype, tb = DONE_OK, None, None
     try:
         _prepare(n)
         code = compile(source, name, "exec",
-                       flags=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+                       flags=_agentz.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         _run(code)
     except AgentQuit:
         status = DONE_EXITED

@@ -278,6 +278,23 @@ def get_last_error():
 
 _engine_source = None
 _runtime_info = None
+_docs = (None, "")  # (file_key when read, text)
+
+
+def _openai_docs():
+    """OPENAI_DOCS.md of the working directory, or "": read again only when
+    its stat changes (a stat per cell, no open or exception when absent)."""
+    global _docs
+    key = _agentz.file_key("OPENAI_DOCS.md")
+    if key is None:
+        return ""
+    if key != _docs[0]:
+        try:
+            with open("OPENAI_DOCS.md", encoding="utf-8") as f:
+                _docs = (key, f.read())
+        except OSError:
+            _docs = (key, "")
+    return _docs[1]
 
 
 def _inject(n):
@@ -290,11 +307,7 @@ def _inject(n):
             _runtime_info = _json().loads(host_request("runtime_info", b"{}", n))
         except Exception:
             _runtime_info = {}
-    try:
-        with open("OPENAI_DOCS.md", encoding="utf-8") as f:
-            docs = f.read()
-    except OSError:
-        docs = ""
+    docs = _openai_docs()
     NAMESPACE.update(
         call_me=_bind(n, _call_me),
         quit=_bind(n, _quit),
