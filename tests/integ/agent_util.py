@@ -45,7 +45,8 @@ def run_agent(srv, cwd, task=TASK, args=(), env=None, timeout=30,
     """Run build/agentz against srv in cwd with a small, known environment."""
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd),
          "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             e[k] = os.environ[k]
     e.update(env or {})

@@ -8,12 +8,23 @@ ones, which measure the wall clock, one per core (-n NPROC) on a machine
 the first invocation no longer loads, then the alone ones, which flood
 the machine, one at a time. Each test runs once per pass either way."""
 import os
+import shutil
 import tempfile
 
 import pytest
 
 
 def pytest_configure(config):
+    """Each pytest process (the controller and every xdist worker) gives
+    the runs it starts a private RUNTIME_DIRECTORY: their control sockets
+    never go to the machine's /run/agentz (nor stay there when a test
+    kills a run). Sticky and open to all, like /tmp, for the runs made as
+    a plain user. Test helpers that build an environment from scratch
+    copy it (with the sanitizer variables)."""
+    rt = tempfile.mkdtemp(prefix="agentz-rt-")
+    os.chmod(rt, 0o1777)
+    os.environ["RUNTIME_DIRECTORY"] = rt
+    config._agentz_rt = rt
     config.addinivalue_line(
         "markers", "serial(why): the test measures time against the wall "
         "clock (a deadline plus its grace, a wait that must end by a "
@@ -27,6 +38,12 @@ def pytest_configure(config):
         "markers", "early(why): the test is long (why says what takes the "
         "time); it is started first so it overlaps the others instead of "
         "ending the parallel part alone")
+
+
+def pytest_unconfigure(config):
+    rt = getattr(config, "_agentz_rt", None)
+    if rt is not None:
+        shutil.rmtree(rt, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):

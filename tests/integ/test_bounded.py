@@ -267,7 +267,8 @@ def test_request_flood_does_not_hold_up_the_deadline(tmp_path):
 def agent_env(tmp_path):
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
          "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             e[k] = os.environ[k]
     return e

@@ -269,17 +269,33 @@ def test_streaming_repair_cut_at_token_budget(tmp_path):
     assert last_tokens(jpath) <= 1500 + CUT, journal(jpath)
 
 
-def test_deadline_cuts_a_streaming_call(tmp_path):
+def test_deadline_cuts_a_streaming_call(tmp_path, monkeypatch):
     # the answer is held until the deadline passed: the call is cut, its
     # cell gets BudgetExceeded, the stop record names the deadline and by
-    # how much it was passed
+    # how much it was passed. The deadline is set through ctl once cell
+    # 1's call reached the server (a --deadline fixed at start could pass
+    # before, on a loaded machine under ASan: then the engine's own first
+    # call is the one cut); 1 s after the start, so it is already past.
     script = first("r = call_me(input='long answer')\n") + [
         dict(LONG, hold="never")]
     jpath = beside(tmp_path)
+    rt = tmp_path / "rt"
+    rt.mkdir()
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(rt))
     with ModelServer(script) as srv:
         p = start(srv, tmp_path, "--json", "--journal", str(jpath),
-                  "--deadline", "2")
-        out, err = finish(p)
+                  "--deadline", "600")
+        try:
+            assert srv.wait_for_requests(3, timeout=60 * SLOW), \
+                show(p, *finish(p, timeout=1))
+            socks = list(rt.glob("*.sock"))
+            assert len(socks) == 1, socks
+            c = subprocess.run([AGENTZ, "ctl", str(socks[0]), "budgets",
+                                "--deadline", "1"], capture_output=True,
+                               text=True, timeout=30 * SLOW)
+            assert c.returncode == 0, (c.stdout, c.stderr)
+        finally:
+            out, err = finish(p)
     assert p.returncode == 4, show(p, out, err)
     rc, why = stop_reason(jpath)
     assert rc == 4 and "--deadline" in why, why

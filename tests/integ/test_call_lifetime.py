@@ -41,7 +41,8 @@ def code(src):
 def start(srv, cwd, args=(), task="task"):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd),
            "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             env[k] = os.environ[k]
     cmd = [AGENTZ, "--base-url", srv.base_url, "--request-timeout",

@@ -274,7 +274,8 @@ def test_a_killed_namespace_init_between_cells_is_rebuilt(tmp_path):
 def agent(srv, ws, args=()):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": ws,
            "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             env[k] = os.environ[k]
     return subprocess.Popen(

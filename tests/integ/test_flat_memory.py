@@ -22,7 +22,8 @@ BUDGET = 8 * MIB            # cells.h CELLS_MEMORY_BUDGET
 def env(cwd):
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd),
          "LANG": "C.UTF-8", "TMPDIR": str(cwd)}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             e[k] = os.environ[k]
     return e

@@ -34,7 +34,8 @@ from agent_util import (SLOW, code, first_content, is_recovery,  # noqa: E402
 def base_env(cwd, extra=None):
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd),
          "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             e[k] = os.environ[k]
     e.update(extra or {})

@@ -39,7 +39,8 @@ GRACE = 1
 def base_env(tmp_path, **extra):
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
          "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             e[k] = os.environ[k]
     e.update(extra)

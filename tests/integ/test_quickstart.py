@@ -96,7 +96,8 @@ def run_quickstart(tmp_path, provider):
                             run])
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                "HOME": str(home), "LANG": "C.UTF-8"}
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+                  "RUNTIME_DIRECTORY"):
             if k in os.environ:
                 env[k] = os.environ[k]
         if provider == "openai":    # api.openai.com, played by the server
@@ -166,7 +167,8 @@ def example_env(srv, home):
            os.environ.get("PATH", "/usr/bin:/bin"),
            "HOME": str(home), "LANG": "C.UTF-8",
            "OPENAI_BASE_URL": srv.base_url}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             env[k] = os.environ[k]
     return env

@@ -167,7 +167,8 @@ def test_refused_connection_waits_and_says_once(tmp_path):
     base = f"http://user:pw-canary-99@127.0.0.1:{port}/v1"
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
          "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+              "RUNTIME_DIRECTORY"):
         if k in os.environ:
             e[k] = os.environ[k]
     proc = subprocess.Popen(
