@@ -68,6 +68,8 @@ class Run:
         e = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
         if rt is not None:
             e["RUNTIME_DIRECTORY"] = str(rt)
+        else:   # the default folders, /run/agentz or $XDG_RUNTIME_DIR's
+            e.pop("RUNTIME_DIRECTORY", None)
         e.update(env or {})
         self.sock = os.path.join(str(rt), name + ".sock") if rt else None
         self.p = subprocess.Popen(
