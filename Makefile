@@ -223,17 +223,28 @@ check-integ:
 	done; exit $$rc
 
 # Both builds and their unit tests with -j (one job per core), then the
-# integration tests of both passes (check-integ). As
-# root, the booted-systemd test's root (a debootstrap the first time) is
-# prepared in the background meanwhile: downloads, not CPU, while the
-# compilers use the cores (its log: build/systemd-root.log; the test
-# builds it itself if this did not).
+# integration tests of both passes (check-integ). Before compiling, only
+# what the build, the unit tests and the booted-systemd test's tools need
+# is installed (scripts/install-deps check-build); the rest of the test
+# set (chromium, pytest-xdist, ...) is installed in the background while
+# the compilers use the cores, and waited for before the integration
+# tests ($(O)/check-deps.log). As root, that test's Debian root (a
+# debootstrap the first time) is prepared in the background too; the test
+# waits for it ($(O)/systemd-root.log). Both mostly download.
 check: fixtures
-	scripts/install-deps check
-	@mkdir -p $(O); if [ "$$(id -u)" = 0 ]; then \
-	    scripts/systemd-root --prepare >$(O)/systemd-root.log 2>&1 & fi
-	$(MAKE) -j$(NPROC) -Otarget all unit
-	$(MAKE) SAN=1 -j$(NPROC) -Otarget all unit
+	scripts/install-deps check-build
+	@mkdir -p $(O); log=$(O)/check-deps.log; \
+	echo "agentz: installing the rest of the test set in the background" \
+	    "while compiling ($$log)"; \
+	scripts/install-deps check >$$log 2>&1 & deps=$$!; \
+	if [ "$$(id -u)" = 0 ]; then \
+	    scripts/systemd-root --prepare >$(O)/systemd-root.log 2>&1 & fi; \
+	rc=0; \
+	$(MAKE) -j$(NPROC) -Otarget all unit && \
+	    $(MAKE) SAN=1 -j$(NPROC) -Otarget all unit || rc=1; \
+	wait $$deps || { cat $$log; echo "agentz: scripts/install-deps" \
+	    "check failed (its output above)" >&2; exit 1; }; \
+	[ $$rc = 0 ]
 	$(MAKE) check-integ
 
 # A booted systemd (systemd-nspawn -b) running the shipped unit through
