@@ -178,6 +178,7 @@ runner_free(struct runner *r)
 	jail_free(r->jail);
 	loop_timer_cancel(r->loop, r->respawn_timer);
 	loop_timer_cancel(r->loop, r->standby_timer);
+	pool_standby_disarm(r);
 	ladder_cancel(r);
 	procstat_close(&r->ps);
 	contain_free(r->contain);
@@ -203,6 +204,7 @@ runner_last_cell(struct runner *r)
 	r->last_cell = 1;
 	loop_timer_cancel(r->loop, r->standby_timer);
 	r->standby_timer = 0;
+	pool_standby_disarm(r);
 }
 
 struct cell *
@@ -330,9 +332,8 @@ exec_current(struct runner *r)
 
 	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
 		worker_kill(r->w, "cannot send the cell to the worker");
-	/* the first cell runs: a standby is worth its start now */
-	if (r->standby != NULL && worker_state(r->standby) == WORKER_DOWN)
-		pool_standby_soon(r);
+	/* a standby once this cell has run long enough to be worth one */
+	pool_standby_arm(r);
 }
 
 void
@@ -506,6 +507,7 @@ w_done(struct worker *w, const struct msg_done *d, void *ctx)
 
 	hostserve_input_stop(r);
 	ladder_cancel(r);
+	pool_standby_disarm(r);
 	cells_finish_done(c, d);
 	runner_flush_output(r, c);
 	r->current = NULL;

@@ -79,6 +79,7 @@ struct runner {
 	 * with --snapshot never); its generation comes from the same count */
 	struct worker *standby;
 	uint64_t standby_timer;
+	uint64_t standby_due;	/* pool_standby_arm's: a cell ran long */
 	unsigned standby_failures;
 	int last_cell;		/* runner_last_cell: no standby any more */
 	unsigned generations;
@@ -154,12 +155,16 @@ void ladder_text(const struct cell *c, const char *why, char *buf,
     size_t len);
 
 /* pool.c: worker_ops.ready and .death of both workers; the first start;
- * the standby is worth its start now (a cell runs). */
+ * the standby is worth its start now (a worker died); a cell starts
+ * (arm: the standby starts once it has run STANDBY_AFTER_MS) and ends
+ * (disarm: a quick cell needs none). */
 void pool_ready(struct worker *w, void *ctx);
 void pool_death(struct worker *w, const struct worker_death *d,
     void *ctx);
 int pool_start(struct runner *r);
 void pool_standby_soon(struct runner *r);
+void pool_standby_arm(struct runner *r);
+void pool_standby_disarm(struct runner *r);
 
 /* recovery.c: the record of the cell the worker died under (c; NULL:
  * between cells), or of the dead cell when the world died since; the

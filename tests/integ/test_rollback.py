@@ -270,11 +270,20 @@ def test_agent_repair_after_a_kill_sees_the_namespace_before_the_cell(tmp_path):
 # --- the warm standby -------------------------------------------------------
 
 def test_a_kill_without_snapshot_is_taken_over_by_the_standby():
-    # auto in exec: quick cells get no snapshot; the standby started with
-    # the first cell takes over (or is waited for: it is on its way)
-    r = agentz_run(["x = 1", "import os\nos._exit(3)",
+    # auto in exec: quick cells get no snapshot; a cell that has run
+    # 200 ms gets a standby started beside it (this one waits until it
+    # sees it), which takes over (or is waited for: it is on its way);
+    # after a takeover the next standby starts at once
+    crash = OTHER_WORKERS + (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "while not workers() and time.monotonic() - t < 60:\n"
+        "    time.sleep(0.01)\n"
+        "os._exit(3)\n")
+    r = agentz_run(["x = 1", crash,
                     "print('x' in globals())", "import os\nos._exit(4)",
-                    "print('ok')"], expect_rc=1)
+                    "print('ok')"], args=["--cell-timeout", "90"],
+                   timeout=150, expect_rc=1)
     a, b, c, d, e = r.recs
     assert b["namespace"] == "lost" and b["recovered_by"] == "standby", \
         brief(b)
@@ -355,6 +364,23 @@ def test_exec_starts_no_standby_for_its_last_cell():
         "print(len(workers()))\n" % max(1.0, 3 * float(took)))
     r = agentz_run([watch], args=["--cell-timeout", "90"], timeout=150)
     assert r.recs[0]["output"] == "0\n", brief(r.recs[0])
+
+
+def test_quick_cells_start_no_standby():
+    # cells that end within 200 ms never needed one: the third of four
+    # quick cells sees no other worker (one started with the first cell
+    # would be there by now); then a cell that runs longer gets one
+    count = OTHER_WORKERS + "print(len(workers()))\n"
+    wait = OTHER_WORKERS + (
+        "import time\n"
+        "t = time.monotonic()\n"
+        "while not workers() and time.monotonic() - t < 60:\n"
+        "    time.sleep(0.01)\n"
+        "print(len(workers()))\n")
+    r = agentz_run(["x = 1", "y = 2", count, wait, "z = 3"],
+                   args=["--cell-timeout", "90"], timeout=150)
+    assert r.recs[2]["output"] == "0\n", brief(r.recs[2])
+    assert r.recs[3]["output"] == "1\n", brief(r.recs[3])
 
 
 def test_the_snapshot_is_the_last_the_oom_killer_takes(run_as):
