@@ -75,7 +75,8 @@ extern const size_t embedded_runtime_count;
  * embedded_runtime_code_magic_bytes (4 bytes) is libpython's magic. */
 extern const struct embedded_file embedded_runtime_code[];
 extern const char *const embedded_runtime_code_magic_bytes;
-extern const struct embedded_file embedded_engine[];
-extern const size_t embedded_engine_count;
+/* ENGINE_SOURCE, joined at build time (scripts/embed.py; ASCII) */
+extern const char *const embedded_engine_text;
+extern const size_t embedded_engine_len;
 
 #endif

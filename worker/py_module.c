@@ -10,7 +10,7 @@
  *       KeyboardInterrupt in the cell instead of being held off.
  *   end(id)
  *       forgets the waiter; later frames for id are dropped.
- *   engine_sources() -> {path: text}
+ *   engine_source() -> the engine's source text, one str
  *       the engine's own sources, embedded at build time.
  *   file_key(path) -> (dev, ino, size, mtime_ns, ctime_ns) or None
  *       what tells a file's versions apart, None when stat(2) fails: one
@@ -122,28 +122,12 @@ mod_end(PyObject *self, PyObject *args)
 }
 
 static PyObject *
-mod_engine_sources(PyObject *self, PyObject *noargs)
+mod_engine_source(PyObject *self, PyObject *noargs)
 {
-	PyObject *d, *s;
-	size_t i;
-
 	(void)self;
 	(void)noargs;
-	d = PyDict_New();
-	if (d == NULL)
-		return NULL;
-	for (i = 0; i < embedded_engine_count; i++) {
-		s = PyUnicode_DecodeUTF8(embedded_engine[i].text,
-		    (Py_ssize_t)embedded_engine[i].len, "replace");
-		if (s == NULL || PyDict_SetItemString(d,
-		    embedded_engine[i].name, s) < 0) {
-			Py_XDECREF(s);
-			Py_DECREF(d);
-			return NULL;
-		}
-		Py_DECREF(s);
-	}
-	return d;
+	return PyUnicode_DecodeASCII(embedded_engine_text,
+	    (Py_ssize_t)embedded_engine_len, "replace");
 }
 
 static PyObject *
@@ -171,8 +155,9 @@ static PyMethodDef mod_methods[] = {
 	{"begin", mod_begin, METH_VARARGS, "Send a request to the supervisor."},
 	{"wait", mod_wait, METH_VARARGS, "Wait for the next reply or event."},
 	{"end", mod_end, METH_VARARGS, "Forget a request."},
-	{"engine_sources", mod_engine_sources, METH_NOARGS,
-	    "The engine's sources, embedded at build time."},
+	{"engine_source", mod_engine_source, METH_NOARGS,
+	    "The engine's source text (ENGINE_SOURCE), embedded at build "
+	    "time."},
 	{"file_key", mod_file_key, METH_VARARGS,
 	    "(dev, ino, size, mtime_ns, ctime_ns) of a path, or None."},
 	{NULL, NULL, 0, NULL}

@@ -300,8 +300,7 @@ def _openai_docs():
 def _inject(n):
     global _engine_source, _runtime_info
     if _engine_source is None:
-        _engine_source = "\n".join(f"# ==== {name} ====\n{text}"
-                                   for name, text in sorted(_agentz.engine_sources().items()))
+        _engine_source = _agentz.engine_source()
     if _runtime_info is None:
         try:
             _runtime_info = _json().loads(host_request("runtime_info", b"{}", n))

@@ -2,7 +2,7 @@
  * agent.h - `agentz "task"`: the run where the model writes the loop.
  * Cell 0 asks the model for the first cell; every next cell is the code
  * the model submitted with set_next_cell_code from inside the current
- * one; a failed cell is followed by a repair cell (SPEC §6).
+ * one; a failed cell is followed by a repair cell (SPEC section 6).
  *
  * The front end builds the run's settings from the operator's options
  * (struct agent_config) and registers the run's observers (observe.h):

@@ -181,7 +181,7 @@ agent_worker_death(void *ctx, struct cell *c)
 /*
  * Cell c ended: its stored host outputs go; a timed-out cell's calls end
  * now (their thread is told), those of a cell that ended normally may
- * finish their round but are not continued (SPEC §3: Cell N has finished).
+ * finish their round but are not continued (SPEC section 3: Cell N has finished).
  */
 void
 agent_calls_cell_over(struct agent *a, struct cell *c)

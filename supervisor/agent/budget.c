@@ -1,5 +1,5 @@
 /*
- * budget.c - the run's budgets and hard stops outside the model (SPEC §8):
+ * budget.c - the run's budgets and hard stops outside the model (SPEC section 8):
  * cells, tokens and cost (the price, estimates of calls that reported no
  * usage), the run deadline, consecutive and repeated failures
  * (see agent_int.h).

@@ -65,7 +65,7 @@ static const char instructions_fmt[] =
 "Work directly: read and write files, use the network, run commands, "
 "install what you need, without waiting for approval. Never print, log or "
 "send secrets such as API keys; printed secrets are redacted anyway.\n"
-"Call quit() only when the user explicitly asks you to stop — not when "
+"Call quit() only when the user explicitly asks you to stop \u2014 not when "
 "the task is done, when you are idle, or when you are waiting for a "
 "reply: then keep going, or wait for input with input().\n";
 

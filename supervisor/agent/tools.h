@@ -1,5 +1,5 @@
 /*
- * tools.h - the host tools, the agent's policy (SPEC §3):
+ * tools.h - the host tools, the agent's policy (SPEC section 3):
  * set_next_cell_code registers the next cell's code with the run,
  * get_history_cells reads the cell records. Given to the model client as
  * a struct host_tools (model/hosttools.h), which recognises their calls,

@@ -1,6 +1,6 @@
 /*
  * cells.h - the cell history: one record per cell, inputs written before
- * the cell runs and outputs after (SPEC §2), with the output captured
+ * the cell runs and outputs after (SPEC section 2), with the output captured
  * under a head+tail cap. Plain structs: the record as JSON text is
  * cells_json_text below (the JSON values, cells/ only: record_json.h),
  * the store of evicted records store.h, the journal read back past.h.
@@ -24,7 +24,7 @@ enum cell_status {
 	CELL_EXITED
 };
 
-/* The concrete kind of an error (SPEC §6). */
+/* The concrete kind of an error (SPEC section 6). */
 enum cell_kind {
 	KIND_NONE,
 	KIND_EXCEPTION,

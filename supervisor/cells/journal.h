@@ -1,5 +1,5 @@
 /*
- * journal.h - the run's journal (SPEC §2, §8): append-only JSON lines,
+ * journal.h - the run's journal (SPEC sections 2 and 8): append-only JSON lines,
  * each written and fdatasync'ed before the step it describes goes on:
  *   {"v":1,"type":"run","task":..,"model":..,"at":..}
  *   {"v":1,"type":"resume","task":..,"model":..,"at":..}

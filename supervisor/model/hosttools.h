@@ -1,6 +1,6 @@
 /*
  * hosttools.h - the host tools' mechanics and the continuation rules
- * (SPEC §3-4). Which tools there are and what a call of one does is the
+ * (SPEC sections 3-4). Which tools there are and what a call of one does is the
  * agent's (agent/tools.c), given as struct host_tools.
  *
  * After a response completes, its host-tool calls are run and their

@@ -70,7 +70,7 @@ struct model_outage {
 	const char *reason;	/* the last failure, one line, never NULL */
 	/* On the first wait of m's while nothing ever answered it (the
 	 * failure a connection's, no HTTP status): "no answer yet from
-	 * BASE — is OPENAI_BASE_URL right?" (BASE without credentials),
+	 * BASE -- is OPENAI_BASE_URL right?" (BASE without credentials),
 	 * once per model; else NULL. The model logs it (log_warnx). */
 	const char *hint;
 };

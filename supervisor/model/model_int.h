@@ -118,7 +118,7 @@ int call_outage_report(struct call *c, double next_in, int over,
  * what failed, one line): the set-up observer is told. */
 void call_setup_error(struct call *c, const struct http_result *r,
     const char *line);
-/* "no answer yet from BASE — ..." in buf when r is a connection failure
+/* "no answer yet from BASE -- ..." in buf when r is a connection failure
  * before anything answered and it was not said yet (said now); else
  * NULL. */
 const char *model_no_answer_hint(struct model *m,
@@ -134,7 +134,7 @@ void call_continue(struct call *c, const json_t *resp,
     const json_t *outputs);
 
 /* rewrite.c: the supervisor's rewriting of every call_me request body
- * (SPEC §4): engine-set fields, reasoning effort only upward, host tools
+ * (SPEC section 4): engine-set fields, reasoning effort only upward, host tools
  * that cannot be replaced, extra_body stripped of protected keys and
  * merged last, always streamed. */
 /*

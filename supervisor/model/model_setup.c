@@ -128,7 +128,7 @@ model_no_answer_hint(struct model *m, const struct http_result *r,
 		return NULL;
 	m->hinted = 1;
 	base = http_url_shown(m->cfg.base_url);
-	(void)snprintf(buf, size, "no answer yet from %s — is "
+	(void)snprintf(buf, size, "no answer yet from %s \u2014 is "
 	    "OPENAI_BASE_URL right?", base != NULL ? base : "the model's URL");
 	free(base);
 	return buf;

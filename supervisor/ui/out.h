@@ -1,7 +1,7 @@
 /*
  * out.h - everything the supervisor shows goes out here: stdout, stderr
  * and the terminal's status bar, through bounded queues that never block
- * the event loop (SPEC §9, issue 10).
+ * the event loop (SPEC section 9, issue 10).
  *
  * The inherited descriptors are shared with the shell and the pipe's
  * other end, so O_NONBLOCK is never set on them: a pipe, FIFO or terminal

@@ -1,5 +1,5 @@
 /*
- * tui.h - the terminal status bar (SPEC §9). On a TTY, output scrolls
+ * tui.h - the terminal status bar (SPEC section 9). On a TTY, output scrolls
  * above a one-line status bar kept on the last row by a scroll region; a
  * spinner and the token counts are redrawn every 0.1 s (one buffer, one
  * write per frame). Not a TTY (systemd, pipes): nothing here does

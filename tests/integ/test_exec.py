@@ -50,6 +50,27 @@ def test_expression_values_are_not_echoed():
     assert [r["output"] for r in recs] == ["", ""]
 
 
+def test_engine_source_is_every_engine_file_in_ascii():
+    # SPEC section 5: the engine's own source text, embedded at build
+    # time, each file under its "# ==== path ====" line, by path
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    recs, p = exec_json(
+        "import re\n"
+        "names = re.findall(r'^# ==== (\\S+) ====$', ENGINE_SOURCE, re.M)\n"
+        "print(len(ENGINE_SOURCE), ENGINE_SOURCE.isascii(), names == "
+        "sorted(names), ' '.join(names))")
+    assert p.returncode == 0, recs
+    size, ascii_, ordered, names = recs[0]["output"].split(" ", 3)
+    names = names.split()
+    assert ascii_ == "True" and ordered == "True", recs[0]["output"][:300]
+    for f in ("worker/runtime.py", "supervisor/front/main.c",
+              "sandbox/seccomp.c", "proto/frame.c", "common/buf.c"):
+        assert f in names, names
+    text = open(os.path.join(root, "worker", "runtime.py")).read()
+    assert int(size) > len(text) * 10, size
+
+
 def test_exit_status_one_when_a_cell_fails():
     recs, p = exec_json("x = 1", "raise ValueError('boom')", "print(x)")
     assert p.returncode == 1
