@@ -196,31 +196,32 @@ integ-alone: integ-ready
 	$(INTEG_RUN) -m alone tests/integ
 
 # make check's integration tests, both passes: their parallel parts side
-# by side (one pass's long tests fill the cores the other's leave idle;
-# each pass's output is shown whole once both are done, in
-# $(O)/integ-parallel.log), then each pass's serial part, then each
-# pass's alone part, so those still run on an otherwise idle machine.
-# Every part runs even if one fails.
+# by side (one pass's long tests fill the cores the other's leave idle),
+# then their serial parts side by side (two of each at a time: they wait
+# on deadlines more than they compute), each pass's output shown whole
+# once both are done (in $(O)/integ-PART.log and $(O_SAN)/integ-PART.log),
+# then each pass's alone part by itself. Every part runs even if one
+# fails.
 O_SAN = $(subst build,build-san,$(O))
 check-integ:
 	@$(MAKE) --no-print-directory integ-ready && \
 	    $(MAKE) --no-print-directory SAN=1 integ-ready
 	@rc=0; \
-	echo "== the parallel parts of both passes, side by side"; \
-	$(MAKE) --no-print-directory integ-parallel \
-	    >$(O)/integ-parallel.log 2>&1 & rel=$$!; \
-	$(MAKE) --no-print-directory SAN=1 integ-parallel \
-	    >$(O_SAN)/integ-parallel.log 2>&1 & san=$$!; \
-	wait $$rel || rc=1; wait $$san || rc=1; \
-	echo "== release: the parallel part"; cat $(O)/integ-parallel.log; \
-	echo "== ASan+UBSan: the parallel part"; \
-	cat $(O_SAN)/integ-parallel.log; \
-	for part in integ-serial integ-alone; do \
-	    echo "== release: $$part"; \
-	    $(MAKE) --no-print-directory $$part || rc=1; \
-	    echo "== ASan+UBSan: $$part"; \
-	    $(MAKE) --no-print-directory SAN=1 $$part || rc=1; \
-	done; exit $$rc
+	for part in integ-parallel integ-serial; do \
+	    echo "== $$part of both passes, side by side"; \
+	    $(MAKE) --no-print-directory $$part \
+		>$(O)/$$part.log 2>&1 & rel=$$!; \
+	    $(MAKE) --no-print-directory SAN=1 $$part \
+		>$(O_SAN)/$$part.log 2>&1 & san=$$!; \
+	    wait $$rel || rc=1; wait $$san || rc=1; \
+	    echo "== release: $$part"; cat $(O)/$$part.log; \
+	    echo "== ASan+UBSan: $$part"; cat $(O_SAN)/$$part.log; \
+	done; \
+	echo "== release: integ-alone"; \
+	$(MAKE) --no-print-directory integ-alone || rc=1; \
+	echo "== ASan+UBSan: integ-alone"; \
+	$(MAKE) --no-print-directory SAN=1 integ-alone || rc=1; \
+	exit $$rc
 
 # Both builds and their unit tests with -j (one job per core), then the
 # integration tests of both passes (check-integ). Before compiling, only
