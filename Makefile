@@ -164,9 +164,8 @@ fixtures:
 
 # One target per test binary: make -j runs them side by side.
 UNIT_RUN := $(addsuffix .run,$(UNIT_BIN))
-.PHONY: $(UNIT_RUN) unit-bins
+.PHONY: $(UNIT_RUN)
 unit: $(UNIT_RUN)
-unit-bins: $(UNIT_BIN)
 $(UNIT_RUN): %.run: % | fixtures
 	@AGENTZ_FIXTURES=$(FIXTURES) $<
 
@@ -181,7 +180,7 @@ INTEG_JOBS ?= $(shell echo $$(( $(NPROC) * 2 )))
 INTEG_RUN = AGENTZ_BUILD=$(CURDIR)/$(O) AGENTZ_SAN=$(SAN) \
 	    AGENTZ_FIXTURES=$(FIXTURES) $(PY) -m pytest -q -p no:cacheprovider
 INTEG_PARTS := integ-parallel integ-serial integ-alone
-.PHONY: $(INTEG_PARTS) check-tests
+.PHONY: $(INTEG_PARTS) check-integ
 integ: integ-ready
 	rc=0; for part in $(INTEG_PARTS); do \
 	    $(MAKE) --no-print-directory $$part || rc=1; done; exit $$rc
@@ -196,33 +195,27 @@ integ-serial: integ-ready
 integ-alone: integ-ready
 	$(INTEG_RUN) -m alone tests/integ
 
-# make check's tests, both passes (built): the C unit tests and the
-# integration tests' parallel parts side by side (one pass's long tests
-# fill the cores the other's leave idle; the unit tests mostly wait on
-# processes), then the serial parts side by side (two of each at a time:
-# they wait on deadlines more than they compute), each pass's output
-# shown whole once all are done (in $(O)/PART.log and $(O_SAN)/PART.log),
+# make check's integration tests, both passes: their parallel parts side
+# by side (one pass's long tests fill the cores the other's leave idle),
+# then their serial parts side by side (two of each at a time: they wait
+# on deadlines more than they compute), each pass's output shown whole
+# once both are done (in $(O)/integ-PART.log and $(O_SAN)/integ-PART.log),
 # then each pass's alone part by itself. Every part runs even if one
 # fails.
 O_SAN = $(subst build,build-san,$(O))
-check-tests:
+check-integ:
 	@$(MAKE) --no-print-directory integ-ready && \
 	    $(MAKE) --no-print-directory SAN=1 integ-ready
 	@rc=0; \
-	for part in "unit integ-parallel" integ-serial; do \
-	    pids=""; \
-	    for p in $$part; do \
-		echo "== $$p of both passes, side by side"; \
-		$(MAKE) --no-print-directory -Otarget $$p \
-		    >$(O)/$$p.log 2>&1 & pids="$$pids $$!"; \
-		$(MAKE) --no-print-directory -Otarget SAN=1 $$p \
-		    >$(O_SAN)/$$p.log 2>&1 & pids="$$pids $$!"; \
-	    done; \
-	    for pid in $$pids; do wait $$pid || rc=1; done; \
-	    for p in $$part; do \
-		echo "== release: $$p"; cat $(O)/$$p.log; \
-		echo "== ASan+UBSan: $$p"; cat $(O_SAN)/$$p.log; \
-	    done; \
+	for part in integ-parallel integ-serial; do \
+	    echo "== $$part of both passes, side by side"; \
+	    $(MAKE) --no-print-directory $$part \
+		>$(O)/$$part.log 2>&1 & rel=$$!; \
+	    $(MAKE) --no-print-directory SAN=1 $$part \
+		>$(O_SAN)/$$part.log 2>&1 & san=$$!; \
+	    wait $$rel || rc=1; wait $$san || rc=1; \
+	    echo "== release: $$part"; cat $(O)/$$part.log; \
+	    echo "== ASan+UBSan: $$part"; cat $(O_SAN)/$$part.log; \
 	done; \
 	echo "== release: integ-alone"; \
 	$(MAKE) --no-print-directory integ-alone || rc=1; \
@@ -230,8 +223,8 @@ check-tests:
 	$(MAKE) --no-print-directory SAN=1 integ-alone || rc=1; \
 	exit $$rc
 
-# Both builds and their unit tests' binaries with -j (one job per core),
-# then the tests of both passes (check-tests). Before compiling, only
+# Both builds and their unit tests with -j (one job per core), then the
+# integration tests of both passes (check-integ). Before compiling, only
 # what the build, the unit tests and the booted-systemd test's tools need
 # is installed (scripts/install-deps check-build); the rest of the test
 # set (chromium, pytest-xdist, ...) is installed in the background while
@@ -248,12 +241,12 @@ check: fixtures
 	if [ "$$(id -u)" = 0 ]; then \
 	    scripts/systemd-root --prepare >$(O)/systemd-root.log 2>&1 & fi; \
 	rc=0; \
-	$(MAKE) -j$(NPROC) -Otarget all unit-bins && \
-	    $(MAKE) SAN=1 -j$(NPROC) -Otarget all unit-bins || rc=1; \
+	$(MAKE) -j$(NPROC) -Otarget all unit && \
+	    $(MAKE) SAN=1 -j$(NPROC) -Otarget all unit || rc=1; \
 	wait $$deps || { cat $$log; echo "agentz: scripts/install-deps" \
 	    "check failed (its output above)" >&2; exit 1; }; \
 	[ $$rc = 0 ]
-	$(MAKE) check-tests
+	$(MAKE) check-integ
 
 # A booted systemd (systemd-nspawn -b) running the shipped unit through
 # its life: READY/STATUS, the watchdog, Restart=, budget stops, stop.
