@@ -194,15 +194,41 @@ def test_deadline_stop_ends_open_requests(tmp_path):
     """--deadline while cell 1's model call waits for an answer that is
     held back: budget_stop, then that request's end (cut off), the cell's
     end (cut by the stop: kind stopped), run_end."""
+    # The deadline is set through ctl once cell 1's call reached the
+    # server (a --deadline fixed at start can pass before it on a loaded
+    # machine under ASan, cutting the engine's own first call); 1 s after
+    # the start, it is already past and stops the run at once.
     script = first("r = call_me(input='PROBE-REQ')\n") + [
         {"match": "PROBE-REQ", "hold": "never", "text": "late"}]
-    p, events = run_json(tmp_path, script, "--deadline", "2")
+    rt = tmp_path / "rt"
+    rt.mkdir()
+    with ModelServer(script) as srv:
+        p = subprocess.Popen(command(srv.base_url, ["--deadline", "600"]),
+                             cwd=tmp_path,
+                             env=env(tmp_path, RUNTIME_DIRECTORY=str(rt)),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            assert srv.wait_for_requests(3, timeout=60 * SLOW), "no call"
+            socks = list(rt.glob("*.sock"))
+            assert len(socks) == 1, socks
+            c = subprocess.run([AGENTZ, "ctl", str(socks[0]), "budgets",
+                                "--deadline", "1"], capture_output=True,
+                               text=True, timeout=30 * SLOW)
+            assert c.returncode == 0, (c.stdout, c.stderr)
+            out, err = p.communicate(timeout=60 * SLOW)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    p = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    events = parse(out)
     assert p.returncode == 4, show(p)
     check_stream(events)
     types = [e["type"] for e in events]
     assert types[-4:] == ["budget_stop", "model_request_end", "cell_end",
                           "run_end"], types
-    assert "run deadline of 2 s" in events[-4]["reason"]
+    assert "run deadline of 1 s" in events[-4]["reason"]
     end = events[-3]
     # the cell's call was cut by a budget stop: BudgetExceeded
     assert end["cell"] == 1 and end["error"]["type"] == "BudgetExceeded", end
