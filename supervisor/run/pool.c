@@ -327,6 +327,9 @@ t_died(struct runner *r, const struct worker_death *d)
 	recovery_describe(d, why, sizeof why);
 	hostserve_input_stop(r);
 	ladder_cancel(r);
+	/* the dead cell's standby is not started by its timer now: the
+	 * replacement below (or a promotion's READY) decides */
+	pool_standby_disarm(r);
 	procstat_close(&r->ps);
 	/* a promoted snapshot that died before its READY: the cell it
 	 * stood in for lost its namespace after all */
