@@ -178,9 +178,11 @@ def test_timed_out_cell_killed_cancels_its_call(tmp_path, answer):
         call_me(input='HELD-CALL')
         """)
     script = killed_script(cell1, HELD if answer == "held" else STREAMING)
+    # the cell must reach its call_me before its deadline: 4 s under ASan
+    # on a loaded machine (1 s was missed in a fresh root)
     with ModelServer(script) as srv:
         p, out, err, held = cut_held_call(
-            srv, tmp_path, ["--cell-timeout", "1", "--grace", "0.5"],
+            srv, tmp_path, ["--cell-timeout", str(SLOW), "--grace", "0.5"],
             "the killed cell's request was not closed",
             while_="held" if answer == "held" else "sending")
     assert p.returncode == 0, show(p, out, err)
