@@ -153,6 +153,18 @@ def ctl(target, *words, env=None, prefix=(), agentz=AGENTZ):
     return p.returncode, reply, p.stderr
 
 
+def set_deadline_now(rt):
+    """`agentz ctl SOCK budgets --deadline 1` for the one run whose socket
+    is in the runtime folder rt: 1 s after its start, so already past, the
+    deadline stops the run at once. Tests call it once the model server
+    saw the call the stop must cut (a --deadline fixed at start can pass
+    before that call on a loaded machine)."""
+    socks = list(rt.glob("*.sock"))
+    assert len(socks) == 1, socks
+    rc, _, err = ctl(str(socks[0]), "budgets", "--deadline", "1")
+    assert rc == 0, err
+
+
 def raw(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10 * SLOW)

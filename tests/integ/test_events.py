@@ -28,6 +28,7 @@ import time
 from model_server import ModelServer
 
 from agentz_util import AGENTZ, PROBE, ROOT, SAN, exec_json, pty_run
+from ctl_util import set_deadline_now
 from events_schema import SCHEMA, check_stream, parse, validate
 
 SLOW = 4 if SAN else 1
@@ -210,12 +211,7 @@ def test_deadline_stop_ends_open_requests(tmp_path):
                              stderr=subprocess.PIPE, text=True)
         try:
             assert srv.wait_for_requests(3, timeout=60 * SLOW), "no call"
-            socks = list(rt.glob("*.sock"))
-            assert len(socks) == 1, socks
-            c = subprocess.run([AGENTZ, "ctl", str(socks[0]), "budgets",
-                                "--deadline", "1"], capture_output=True,
-                               text=True, timeout=30 * SLOW)
-            assert c.returncode == 0, (c.stdout, c.stderr)
+            set_deadline_now(rt)
             out, err = p.communicate(timeout=60 * SLOW)
         finally:
             if p.poll() is None:
