@@ -6,6 +6,7 @@ the killed cell set is not, and the record says so. The attacks on the
 snapshot itself (kill it, write its memory, signal it) run from the cell
 that the snapshot protects.
 """
+import json
 import os
 import shutil
 import tempfile
@@ -79,9 +80,16 @@ KILLERS = {
 }
 
 
-def rolled_back(rec, n):
-    assert rec["namespace"] == "rolled back to before cell %d" % n, brief(rec)
-    assert rec["snapshot"] == "taken", rec.get("snapshot")
+def rolled_back(rec, n, run=None):
+    # a string, not a dict: pytest shortens a dict's repr, and the snapshot
+    # fields are what tells a lost namespace's cause
+    why = json.dumps({k: rec.get(k) for k in (
+        "namespace", "snapshot", "recovered_by", "detail", "kind",
+        "duration_us", "threads_lost")})
+    if run is not None:
+        why += "; stderr: " + run.stderr[-2000:]
+    assert rec["namespace"] == "rolled back to before cell %d" % n, why
+    assert rec["snapshot"] == "taken", why
 
 
 @pytest.mark.parametrize("name", sorted(KILLERS))
@@ -108,8 +116,8 @@ def test_rollbacks_in_a_row_and_the_promoted_worker_snapshots_again(run_as):
                     "x += 10", "x = 99\nimport os\nos.kill(os.getpid(), 9)",
                     "print(x)"], args=ALWAYS, timeout=120, expect_rc=1)
     recs = r.recs
-    rolled_back(recs[1], 1)
-    rolled_back(recs[3], 3)
+    rolled_back(recs[1], 1, r)
+    rolled_back(recs[3], 3, r)
     assert recs[4]["output"] == "11\n", brief(recs[4])
     assert recs[4]["namespace_cells"] == "0,2,4"
 
@@ -302,6 +310,7 @@ def test_never_has_no_standby_and_starts_a_fresh_worker():
 
 
 OTHER_WORKERS = """\
+import json
 import os
 def workers():
     me, out = os.getpid(), []

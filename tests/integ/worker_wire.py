@@ -9,6 +9,7 @@ import ctypes
 import fcntl
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -127,6 +128,21 @@ def _drop_caps_and_place(theirs):
     return child
 
 
+def _stacks(pid):
+    """Every thread's C stack of a silent worker (by gdb where there is
+    one), for the failure message: a hang says where it waits."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return ""
+    try:
+        r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx",
+                            "-ex", "thread apply all bt 30"],
+                           capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "; gdb timed out"
+    return "; its threads:\n" + r.stdout[-12000:]
+
+
 class Worker:
     def __init__(self, ends, pid, proc=None):
         self.ends, self.pid, self.proc = ends, pid, proc
@@ -153,7 +169,8 @@ class Worker:
         buf = b""
         while len(buf) < n:
             r, _, _ = select.select([self.ends.chan], [], [], TIMEOUT)
-            assert r, "the worker said nothing for %d s" % TIMEOUT
+            assert r, "the worker said nothing for %d s%s" % (
+                TIMEOUT, _stacks(self.pid))
             chunk = self.ends.chan.recv(n - len(buf))
             assert chunk, "channel closed"
             buf += chunk

@@ -136,16 +136,18 @@ sc_sse(int c, const struct srq *q, int n)
 static void
 sc_echo(int c, const struct srq *q, int n)
 {
-	char auth[128], ct[128], body[512];
+	char auth[128], ct[128], expect[128], body[640];
 	unsigned sum = 0;
 	size_t i;
 
 	(void)n;
 	for (i = 0; i < q->len; i++)
 		sum = sum * 31 + (unsigned char)q->body[i];
-	(void)snprintf(body, sizeof body, "auth=%s;ct=%s;len=%zu;sum=%u",
+	(void)snprintf(body, sizeof body,
+	    "auth=%s;ct=%s;len=%zu;sum=%u;expect=%s",
 	    header(q, "authorization", auth, sizeof auth),
-	    header(q, "content-type", ct, sizeof ct), q->len, sum);
+	    header(q, "content-type", ct, sizeof ct), q->len, sum,
+	    header(q, "expect", expect, sizeof expect));
 	reply(c, 200, "", body);
 }
 
