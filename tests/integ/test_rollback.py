@@ -386,9 +386,21 @@ def test_quick_cells_start_no_standby():
         "while not workers() and time.monotonic() - t < 60:\n"
         "    time.sleep(0.01)\n"
         "print(len(workers()))\n")
-    r = agentz_run(["x = 1", "y = 2", count, wait, "z = 3"],
-                   args=["--cell-timeout", "90"], timeout=150)
-    assert r.recs[2]["output"] == "0\n", brief(r.recs[2])
+    # The promise holds for cells that end within 200 ms, and the record
+    # says how long each took: on a loaded machine (ASan, the first cell's
+    # own start) one may not, and then a standby is due. Runs until the
+    # first three were quick (180 ms: the due timer runs from the same
+    # start as the record's clock, and is cancelled before it stops).
+    for attempt in range(6):
+        r = agentz_run(["x = 1", "y = 2", count, wait, "z = 3"],
+                       args=["--cell-timeout", "90"], timeout=150)
+        took = [rec["duration_us"] for rec in r.recs[:3]]
+        if max(took) < 180000:
+            break
+    else:
+        pytest.skip("in 6 runs the first three cells never all ended "
+                    "within 180 ms (last: %s us)" % took)
+    assert r.recs[2]["output"] == "0\n", (took, brief(r.recs[2]))
     assert r.recs[3]["output"] == "1\n", brief(r.recs[3])
 
 
