@@ -6,7 +6,8 @@
  *
  * The options are parsed as the command line is; only the budgets are
  * taken (--max-cells, --deadline, --max-tokens, --max-cost,
- * --max-same-failure, --max-parallel-calls), each replaced, an absent one
+ * --max-same-failure, --max-parallel-calls, and --max-egress-bytes in a
+ * run with the egress proxy), each replaced, an absent one
  * back to its default: re-reading the file means what it says now. They
  * are checked where they always are (cells and failures when a cell ends;
  * tokens, cost and the deadline also before and during each model call);
@@ -16,6 +17,7 @@
  */
 #include "supervisor/agent/agent_int.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,18 @@
 #include "common/log.h"
 #include "common/size.h"
 #include "supervisor/cells/past.h"
+#include "supervisor/egress/egress.h"
 #include "supervisor/loop/loop.h"
 #include "supervisor/text/jsonf.h"
 
 #define WORDS_MAX 64
+
+/* The run's egress proxy (--network proxy), or NULL. */
+static struct egress *
+proxy(const struct agent *a)
+{
+	return a->runner != NULL ? runner_egress(a->runner) : NULL;
+}
 
 /* Splits the options at blanks, as systemd splits $AGENTZ_OPTS, into
  * argv after "agentz"; the words live in buf. The count, or -1. */
@@ -60,14 +70,17 @@ refuse(const char *why, int *ok)
 static void
 log_budgets(const struct agent *a, const char *what)
 {
-	char secs[32], usd[32];
+	char secs[32], usd[32], egress[64] = "";
 
 	size_plain(a->cfg.deadline, secs, sizeof secs);
 	size_plain(a->cfg.max_cost, usd, sizeof usd);
+	if (proxy(a) != NULL)
+		(void)snprintf(egress, sizeof egress, " --max-egress-bytes "
+		    "%llu", (unsigned long long)egress_max_bytes(proxy(a)));
 	log_info("%s: --max-cells %u --deadline %s --max-tokens %lld "
-	    "--max-cost %s --max-same-failure %u (0: none)", what,
+	    "--max-cost %s --max-same-failure %u%s (0: none)", what,
 	    a->cfg.max_cells, secs, a->cfg.max_tokens, usd,
-	    a->cfg.max_same_failure);
+	    a->cfg.max_same_failure, egress);
 }
 
 /* The budgets now: {"ok": true, ...}, cells, tokens and failures whole
@@ -80,7 +93,9 @@ taken(const struct agent *a, int *ok)
 	    JF_R("deadline", a->cfg.deadline),
 	    JF_I("max_tokens", a->cfg.max_tokens),
 	    JF_R("max_cost", a->cfg.max_cost),
-	    JF_I("max_same_failure", (int)a->cfg.max_same_failure), JF_END };
+	    JF_I("max_same_failure", (int)a->cfg.max_same_failure),
+	    proxy(a) != NULL ? JF_I("max_egress_bytes",
+	    (long long)egress_max_bytes(proxy(a))) : JF_SKIP, JF_END };
 
 	*ok = 1;
 	return jf_dumps(f, NULL);
@@ -97,6 +112,8 @@ record_budgets(struct agent *a, const char *by)
 	    JF_R("max_cost", a->cfg.max_cost),
 	    JF_I("max_same_failure", (long long)a->cfg.max_same_failure),
 	    JF_I("max_parallel_calls", (long long)a->cfg.max_parallel_calls),
+	    proxy(a) != NULL ? JF_I("max_egress_bytes",
+	    (long long)egress_max_bytes(proxy(a))) : JF_SKIP,
 	    JF_R("at", loop_wall()), JF_END };
 
 	(void)agent_record(a, "budgets", f);
@@ -112,12 +129,20 @@ take(struct agent *a, const struct agent_config *c, int nargs)
 	if (c->max_cost > 0 && !a->priced)
 		return "--max-cost needs the price of the run's model, which "
 		    "it has none of (--price at its start)";
+	if (c->runner.max_egress_bytes > 0 && proxy(a) == NULL)
+		return "--max-egress-bytes needs the egress proxy, which this "
+		    "run has not (--network proxy at its start)";
+	if (c->runner.max_egress_bytes > (uint64_t)LLONG_MAX)
+		return "--max-egress-bytes is too large to journal";
 	a->cfg.max_cells = c->max_cells;
 	a->cfg.deadline = c->deadline;
 	a->cfg.max_tokens = c->max_tokens;
 	a->cfg.max_cost = c->max_cost;
 	a->cfg.max_same_failure = c->max_same_failure;
 	a->cfg.max_parallel_calls = c->max_parallel_calls;
+	a->cfg.runner.max_egress_bytes = c->runner.max_egress_bytes;
+	if (proxy(a) != NULL)
+		egress_set_max_bytes(proxy(a), c->runner.max_egress_bytes);
 	agent_start_deadline(a);
 	record_budgets(a, "operator");
 	return NULL;
@@ -156,6 +181,8 @@ agent_op_budgets(struct agent *a, const char *opts, size_t len, int *ok)
  * --resume: the budgets the operator set last (a "budgets" record) hold
  * over the ones given on the command line: the run keeps what it was
  * told. A cost budget without the model's price cannot be kept (said).
+ * The egress budget is the proxy's, which does not exist yet: netops.c
+ * takes it (agent_net_resume).
  */
 void
 agent_resume_budgets(struct agent *a, const struct journal_past *p)

@@ -290,6 +290,7 @@ journal_past_budgets(const struct journal_past *p, struct past_budgets *b)
 	b->max_tokens = json_integer_value(json_object_get(r, "max_tokens"));
 	b->max_same_failure = int_or(r, "max_same_failure", -1);
 	b->max_parallel_calls = int_or(r, "max_parallel_calls", -1);
+	b->max_egress_bytes = int_or(r, "max_egress_bytes", -1);
 	b->deadline = json_number_value(json_object_get(r, "deadline"));
 	b->max_cost = json_number_value(json_object_get(r, "max_cost"));
 	b->at = json_number_value(json_object_get(r, "at"));
@@ -312,6 +313,28 @@ journal_past_egress(const struct journal_past *p, size_t i,
 		return 1;
 	}
 	return 0;
+}
+
+uint64_t
+journal_past_egress_bytes(const struct journal_past *p)
+{
+	const json_t *r;
+	uint64_t sum = 0;
+	long long up, down;
+	size_t k;
+
+	json_array_foreach(p->records, k, r) {
+		if (strcmp(type_of(r), "egress") != 0 ||
+		    !json_is_string(json_object_get(r, "what")) ||
+		    strcmp(json_string_value(json_object_get(r, "what")),
+		    "closed") != 0)
+			continue;
+		up = int_or(r, "up", 0);
+		down = int_or(r, "down", 0);
+		sum += (uint64_t)(up > 0 ? up : 0) + (uint64_t)(down > 0 ?
+		    down : 0);
+	}
+	return sum;
 }
 
 struct cell *

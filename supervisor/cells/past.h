@@ -48,11 +48,15 @@ const char *journal_past_operator_stop(const struct journal_past *p);
  * 0: none; -1: a field the record lacks), who set them and when. */
 struct past_budgets {
 	long long max_cells, max_tokens, max_same_failure, max_parallel_calls;
+	long long max_egress_bytes;
 	double deadline, max_cost, at;
 	const char *by;
 };
 /* 1 with *b from the last "budgets" record, 0: none. */
 int journal_past_budgets(const struct journal_past *p, struct past_budgets *b);
+/* The bytes of the egress proxy's connections the journal saw close
+ * (both ways; one open at a crash is not there). */
+uint64_t journal_past_egress_bytes(const struct journal_past *p);
 /* The i-th "egress_policy" record (`agentz ctl NAME allow|deny ENTRY`,
  * `approve --always ID`): 1 with its command and entry (valid while p
  * is), 0 past the last. */

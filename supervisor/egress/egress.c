@@ -334,11 +334,12 @@ over_budget(struct egress *e, struct conn *c)
 }
 
 /* The relay of one direction whose buffer is empty: src -> pipe -> dst
- * with splice(2), so the bytes never enter user space. 0, or -1 with
- * errno. */
+ * with splice(2), so the bytes never enter user space; at most left
+ * taken in (what the run's budget has left). 0, or -1 with errno. */
 static int
-splice_dir(int src, int dst, struct dir *d, uint64_t *bytes)
+splice_dir(int src, int dst, struct dir *d, uint64_t *bytes, size_t left)
 {
+	size_t want;
 	ssize_t n;
 	int cap;
 
@@ -349,8 +350,9 @@ splice_dir(int src, int dst, struct dir *d, uint64_t *bytes)
 		cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
 		d->cap = cap > 0 ? (size_t)cap : 65536;
 	}
-	if (!d->eof && d->inpipe < d->cap) {
-		n = splice(src, NULL, d->pipe[1], NULL, d->cap - d->inpipe,
+	want = d->cap - d->inpipe < left ? d->cap - d->inpipe : left;
+	if (!d->eof && want > 0) {
+		n = splice(src, NULL, d->pipe[1], NULL, want,
 		    SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		if (n > 0) {
 			d->inpipe += (size_t)n;
@@ -380,11 +382,18 @@ splice_dir(int src, int dst, struct dir *d, uint64_t *bytes)
 /* One direction of the relay: what its buffer holds first (the request
  * head, bytes read before the relay began), then spliced. */
 static int
-move(int src, int dst, struct dir *d, uint64_t *bytes)
+move(int src, int dst, struct dir *d, struct egress *e)
 {
+	size_t left = SIZE_MAX;
+
 	if (d->len > 0)
 		return drain(dst, d);
-	return splice_dir(src, dst, d, bytes);
+	/* a budget stops at its last byte, not a pipe's worth past it */
+	if (e->lim.max_bytes > 0)
+		left = e->bytes >= e->lim.max_bytes ? 0 :
+		    e->lim.max_bytes - e->bytes < SIZE_MAX ?
+		    (size_t)(e->lim.max_bytes - e->bytes) : SIZE_MAX;
+	return splice_dir(src, dst, d, &e->bytes, left);
 }
 
 /* Writes what both directions hold; while relaying, moves bytes both
@@ -401,8 +410,8 @@ pump(struct conn *c)
 	for (i = 0; i < PUMP_ROUNDS; i++) {
 		before = c->up.total + c->down.total + c->up.sent +
 		    c->down.sent;
-		if (move(c->cfd, c->ufd, &c->up, &c->e->bytes) < 0 ||
-		    move(c->ufd, c->cfd, &c->down, &c->e->bytes) < 0)
+		if (move(c->cfd, c->ufd, &c->up, c->e) < 0 ||
+		    move(c->ufd, c->cfd, &c->down, c->e) < 0)
 			return -1;
 		if (c->up.total + c->down.total + c->up.sent + c->down.sent ==
 		    before)
@@ -1037,6 +1046,30 @@ int
 egress_spent(const struct egress *e)
 {
 	return e->spent;
+}
+
+void
+egress_set_max_bytes(struct egress *e, uint64_t max)
+{
+	e->lim.max_bytes = max;
+	if (e->spent && (max == 0 || e->bytes < max)) {
+		e->spent = 0;
+		e->spent_why[0] = '\0';
+	}
+	(void)over_budget(e, NULL);
+}
+
+uint64_t
+egress_max_bytes(const struct egress *e)
+{
+	return e->lim.max_bytes;
+}
+
+void
+egress_count_before(struct egress *e, uint64_t bytes)
+{
+	e->bytes += bytes;
+	(void)over_budget(e, NULL);
 }
 
 unsigned

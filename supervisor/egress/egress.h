@@ -103,6 +103,14 @@ const char *egress_last_always(const struct egress *e);
  * refused. */
 uint64_t egress_bytes(const struct egress *e);
 int egress_spent(const struct egress *e);
+/* The run's byte budget (both ways, 0: none), set anew (`agentz ctl
+ * NAME budgets`): one that is spent already closes every connection
+ * now; a larger one lets connections through again. */
+void egress_set_max_bytes(struct egress *e, uint64_t max);
+uint64_t egress_max_bytes(const struct egress *e);
+/* Bytes that went through before this process (--resume, from the
+ * journal): counted against the budget as if they were ours. */
+void egress_count_before(struct egress *e, uint64_t bytes);
 /* Connections open now. */
 unsigned egress_live(const struct egress *e);
 /* One line per live connection ("#3 CONNECT pypi.org:443 -> 1.2.3.4

@@ -32,6 +32,7 @@ reparse(int argc, char **argv, struct agent_config *out, int *nargs)
 		out->max_cost = c.max_cost;
 		out->max_same_failure = c.max_same_failure;
 		out->max_parallel_calls = c.max_parallel_calls;
+		out->runner.max_egress_bytes = c.max_egress_bytes;
 		*nargs = c.nargs;
 	}
 	config_clear(&c);

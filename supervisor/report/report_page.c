@@ -439,6 +439,8 @@ budgets(const struct report *r)
 		budget_value(r->out, rec, "max_cost", " USD");
 		budget_value(r->out, rec, "max_same_failure", "");
 		budget_value(r->out, rec, "max_parallel_calls", "");
+		if (json_object_get(rec, "max_egress_bytes") != NULL)
+			budget_value(r->out, rec, "max_egress_bytes", " bytes");
 		html_raw(r->out, "</li>\n");
 	}
 	if (n > 0)

@@ -20,6 +20,7 @@ there).
 """
 import json
 import os
+import re
 import socket
 import threading
 import uuid
@@ -603,6 +604,9 @@ def test_ctl_allow_without_the_proxy_says_why(tmp_path):
             assert rc == 1 and "network is none" in r["error"], (rc, r)
             rc, r, err = run.ctl("network")
             assert rc == 0 and r == {"ok": True, "network": "none"}, r
+            rc, r, err = run.ctl("budgets", "--max-egress-bytes", "1M")
+            assert rc == 1 and "needs the egress proxy" in r["error"], r
+            assert not run.records("budgets")
             run.gate(1)
             assert run.wait() == 0, run.show()
         finally:
@@ -759,7 +763,11 @@ def test_max_egress_bytes_cuts_the_download_and_stops_the_run(tmp_path):
         closed = [r for r in recs if r.get("type") == "egress" and
                   r["what"] == "closed"]
         assert closed and "egress budget is spent" in closed[0]["reason"]
-        assert closed[0]["down"] < 2 << 20, closed
+        # it stops at the budget's last byte, not a splice's worth past it
+        # (a connection's first 16.5 KiB go through its buffer, counted
+        # as they come)
+        total = sum(x["up"] + x["down"] for x in closed)
+        assert total <= (256 << 10) + 16896, closed
     finally:
         origin.close()
 
@@ -998,23 +1006,94 @@ def test_ctl_allow_holds_across_a_resume(tmp_path):
         body = NET_PRELUDE + (
             "r = fetch(%r)\nprint('AFTER', r.get('status', r.get('error')))"
             "\nquit()\n" % url)
-        with ModelServer([]) as srv:
-            srv.add_turns([{"match": "Repair the failed cell",
-                            "next_cell": {"code": body}}, {"text": "ok"}])
-            env = {k: v for k, v in os.environ.items()
-                   if k != "OPENAI_API_KEY"}
-            env["RUNTIME_DIRECTORY"] = str(rt)
-            p = subprocess.run(
-                [AGENTZ_BIN(), "--base-url", srv.base_url, "--journal",
-                 str(run.journal), "--resume"], cwd=run.ws, env=env,
-                stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=60)
+        p = _resume_with_repair(run, rt, body)
         assert p.returncode == 0, p.stderr[-3000:]
         assert "AFTER 200" in p.stdout, p.stdout + p.stderr[-2000:]
         assert "--resume: the operator's 1 egress policy change hold" \
             in p.stderr, p.stderr[-2000:]
     finally:
         origin.close()
+
+
+def test_ctl_budgets_sets_the_egress_budget_and_a_resume_counts_the_bytes(
+        tmp_path):
+    """`ctl budgets --max-egress-bytes` while the run goes on is taken and
+    journaled; the run's supervisor is killed, and the resumed run keeps
+    that budget and counts the bytes its journal saw close before: the
+    repair's first download crosses it (cut), the second is refused, the
+    run stops (exit 4). Without either, both downloads would pass."""
+    import signal
+    import subprocess
+    from model_server import ModelServer
+    from ctl_util import Run, first, gated
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    origin = HttpServer(size=96 << 10)
+    url = "http://127.0.0.1:%d/" % origin.port
+    try:
+        cell = NET_PRELUDE + (
+            "a = fetch(%r)\nprint('A', a.get('status', a.get('error')), "
+            "flush=True)\n" % url) + gated(1, "import time\ntime.sleep(300)")
+        with ModelServer(first(cell)) as srv:
+            run = Run(srv, tmp_path, "eb", rt,
+                      args=["--allow-host", "127.0.0.1"])
+            try:
+                run.wait_out("C1")
+                assert b"A 200" in run.out, run.show()
+                rc, r, err = run.ctl("budgets", "--max-egress-bytes", "160K")
+                assert rc == 0 and r["ok"], (rc, r, err)
+                assert r["max_egress_bytes"] == 160 << 10, r
+                run.wait_record(lambda x: x["type"] == "budgets")
+                os.kill(run.p.pid, signal.SIGKILL)
+                run.wait()
+            finally:
+                run.kill()
+        recs = run.records()
+        assert any(x["type"] == "budgets" and x["by"] == "operator" and
+                   x.get("max_egress_bytes") == 160 << 10 for x in recs), \
+            [x for x in recs if x["type"] == "budgets"]
+        before = sum(x["up"] + x["down"] for x in recs
+                     if x["type"] == "egress" and x["what"] == "closed")
+        assert 96 << 10 < before < 160 << 10, before
+        page = tmp_path / "report.html"
+        p = subprocess.run([AGENTZ_BIN(), "report", str(run.journal), "-o",
+                            str(page)], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"max_egress_bytes</span>=[^ <]+ bytes",
+                         page.read_text()), page.read_text()[-3000:]
+        body = NET_PRELUDE + (
+            "b = fetch(%r)\nc = fetch(%r)\n"
+            "print('B', b.get('status', b.get('error')))\n"
+            "print('C', c.get('status'), c.get('body', '')[:200])\n"
+            % (url, url))
+        p = _resume_with_repair(run, rt, body, "--allow-host", "127.0.0.1")
+        assert p.returncode == 4, (p.returncode, p.stdout[-2000:],
+                                   p.stderr[-3000:])
+        assert "B 200" not in p.stdout and "B " in p.stdout, p.stdout
+        assert "C 403" in p.stdout and "egress budget is spent" in \
+            p.stdout, p.stdout
+        assert "--resume: %d bytes went through the egress proxy before" \
+            % before in p.stderr, p.stderr[-2000:]
+    finally:
+        origin.close()
+
+
+def _resume_with_repair(run, rt, body, *args):
+    """`agentz --resume [args]` of run's journal (its supervisor was
+    killed mid-cell) whose repair request gets body: the finished process."""
+    import subprocess
+    from model_server import ModelServer
+    with ModelServer([]) as srv:
+        srv.add_turns([{"match": "Repair the failed cell",
+                        "next_cell": {"code": body}}, {"text": "ok"}])
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        env["RUNTIME_DIRECTORY"] = str(rt)
+        return subprocess.run(
+            [AGENTZ_BIN(), "--base-url", srv.base_url, "--journal",
+             str(run.journal), "--resume", *args], cwd=run.ws, env=env,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=60)
 
 
 def AGENTZ_BIN():

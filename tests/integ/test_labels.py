@@ -63,8 +63,12 @@ def inputs(srv, word):
 # --- kill-cell, a note and the repair ------------------------------------------
 
 def test_kill_cell_is_the_operators_and_the_note_goes_apart(tmp_path, rt):
+    # the interrupt ends time.sleep at once; the grace is long so that a
+    # loaded machine finishing the cell after it is not a kill (run 2 of a
+    # fresh root: the cell's DONE came after the default 3 s)
     with ModelServer(first(HANG) + REPAIR) as srv:
-        run = Run(srv, tmp_path, "opkill", rt, args=("--json",))
+        run = Run(srv, tmp_path, "opkill", rt,
+                  args=("--json", "--grace", "30"))
         try:
             run.wait_out("C1")
             rc, r, err = run.ctl("note", "mind ZQNOTE")

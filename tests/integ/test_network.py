@@ -23,14 +23,18 @@ import json
 import os
 import socket
 import threading
+import time
 import uuid
 
 import pytest
 
+from agentz_util import SAN
 from model_server import ModelServer
 from test_deaths import infra, kill_init
 from isolation_util import (IS_ROOT, OK_CELL, PRELUDE, RUN_TIMEOUT, Gate,
                             assert_ok, brief, ctx, probe, who)  # noqa: F401
+
+SLOW = 4 if SAN else 1
 
 # what a cell says of its network: its namespace, the interfaces of
 # /proc/net/dev (the reader's namespace), and a round trip on 127.0.0.1
@@ -340,6 +344,20 @@ def _pidns_members(ns):
     return out
 
 
+def _settled_infra(sup):
+    """infra(sup) once every spawner has started its worker: a spawner is
+    forked in the host's namespaces and waits there for its cgroup, then
+    joins the run's before it forks the worker (a standby's, started 200 ms
+    into a cell, may be on its way when the cell reaches its gate)."""
+    end = time.monotonic() + 30 * SLOW
+    while True:
+        init, spawners = infra(sup)
+        if init is not None and spawners and all(spawners.values()):
+            return init, spawners
+        assert time.monotonic() < end, (init, spawners)
+        time.sleep(0.01)
+
+
 def test_every_process_of_the_run_shares_the_network_namespace(ctx):
     if not IS_ROOT:
         pytest.skip("reads other processes' namespaces from the host")
@@ -350,8 +368,7 @@ def test_every_process_of_the_run_shares_the_network_namespace(ctx):
     h = ctx.start_exec([code, crash, again, OK_CELL],
                        args=["--snapshot", "always"])
     gate.wait(h.p)
-    init, spawners = infra(h.p.pid)
-    assert init is not None
+    init, spawners = _settled_infra(h.p.pid)
     seen = {init: _netns_of(init)}
     for sp in spawners:
         seen[sp] = _netns_of(sp)

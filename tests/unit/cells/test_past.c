@@ -251,12 +251,45 @@ test_past_budgets(void **state)
 	assert_int_equal(b.max_tokens, 900);
 	assert_int_equal(b.max_same_failure, -1);
 	assert_int_equal(b.max_parallel_calls, -1);
+	assert_int_equal(b.max_egress_bytes, -1);
 	assert_string_equal(b.by, "operator");
 	journal_past_free(p);
 	journal_close(j);
 	/* none in a journal without one */
 	p = past_of("nobudgets.jsonl", run_text, &j);
 	assert_int_equal(journal_past_budgets(p, &b), 0);
+	assert_int_equal(journal_past_egress_bytes(p), 0);
+	journal_past_free(p);
+	journal_close(j);
+}
+
+/* The egress budget journaled, and the bytes of the connections seen to
+ * close (a held or refused one has none; junk counts nothing). */
+static void
+test_past_egress(void **state)
+{
+	static const char text[] =
+	    R("\"type\":\"run\",\"task\":\"t\",\"model\":\"m\",\"at\":1")
+	    R("\"type\":\"egress\",\"what\":\"held\",\"conn\":1")
+	    R("\"type\":\"egress\",\"what\":\"closed\",\"conn\":1,"
+		"\"up\":100,\"down\":5000")
+	    R("\"type\":\"egress\",\"what\":\"closed\",\"conn\":2,"
+		"\"up\":-7,\"down\":\"x\"")
+	    R("\"type\":\"egress\",\"what\":\"refused\",\"conn\":3,"
+		"\"up\":9,\"down\":9")
+	    R("\"type\":\"egress\",\"what\":\"closed\",\"conn\":4,"
+		"\"up\":1,\"down\":2")
+	    R("\"type\":\"budgets\",\"by\":\"operator\",\"max_cells\":0,"
+		"\"deadline\":0,\"max_tokens\":0,\"max_cost\":0,"
+		"\"max_egress_bytes\":65536,\"at\":3");
+	struct journal *j;
+	struct journal_past *p = past_of("egress.jsonl", text, &j);
+	struct past_budgets b;
+
+	(void)state;
+	assert_int_equal(journal_past_egress_bytes(p), 5103);
+	assert_int_equal(journal_past_budgets(p, &b), 1);
+	assert_int_equal(b.max_egress_bytes, 65536);
 	journal_past_free(p);
 	journal_close(j);
 }
@@ -271,6 +304,7 @@ main(void)
 		cmocka_unit_test(test_past_ended),
 		cmocka_unit_test(test_past_empty),
 		cmocka_unit_test(test_past_budgets),
+		cmocka_unit_test(test_past_egress),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
