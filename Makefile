@@ -178,7 +178,7 @@ unit-bin: $(UNIT_BIN)
 
 # make check's unit tests: both passes side by side (built already), each
 # with a job per core (they wait on their servers and children more than
-# they compute: 9 + 17 s one pass after the other, about 15 s together),
+# they compute: 12 + 22 s one pass after the other, 20 s together),
 # each pass's output shown whole once both are done.
 check-unit:
 	@$(MAKE) --no-print-directory -j$(NPROC) -Otarget unit \

@@ -196,19 +196,20 @@ agent_net_resume(struct agent *a)
 
 	/* the budget the operator set last holds, and it counts the whole
 	 * run's bytes, not this process's */
-	if (e != NULL && a->past != NULL && journal_past_budgets(a->past,
-	    &b) && b.max_egress_bytes >= 0) {
-		egress_set_max_bytes(e, (uint64_t)b.max_egress_bytes);
-		log_info("--resume: the egress budget set by the operator "
-		    "holds: --max-egress-bytes %lld (0: none)",
-		    b.max_egress_bytes);
-	}
-	if (e != NULL && a->past != NULL &&
-	    (before = journal_past_egress_bytes(a->past)) > 0) {
-		egress_count_before(e, before);
-		log_info("--resume: %llu bytes went through the egress proxy "
-		    "before; they count against --max-egress-bytes",
-		    (unsigned long long)before);
+	if (e != NULL && a->past != NULL) {
+		if (journal_past_budgets(a->past, &b) &&
+		    b.max_egress_bytes >= 0) {
+			egress_set_max_bytes(e, (uint64_t)b.max_egress_bytes);
+			log_info("--resume: the egress budget set by the "
+			    "operator holds: --max-egress-bytes %lld (0: none)",
+			    b.max_egress_bytes);
+		}
+		if ((before = journal_past_egress_bytes(a->past)) > 0) {
+			egress_count_before(e, before);
+			log_info("--resume: %llu bytes went through the egress "
+			    "proxy before; they count against "
+			    "--max-egress-bytes", (unsigned long long)before);
+		}
 	}
 	for (i = 0; a->past != NULL &&
 	    journal_past_egress(a->past, i, &cmd, &entry); i++) {

@@ -319,15 +319,15 @@ uint64_t
 journal_past_egress_bytes(const struct journal_past *p)
 {
 	const json_t *r;
+	const char *what;
 	uint64_t sum = 0;
 	long long up, down;
 	size_t k;
 
 	json_array_foreach(p->records, k, r) {
-		if (strcmp(type_of(r), "egress") != 0 ||
-		    !json_is_string(json_object_get(r, "what")) ||
-		    strcmp(json_string_value(json_object_get(r, "what")),
-		    "closed") != 0)
+		what = json_string_value(json_object_get(r, "what"));
+		if (strcmp(type_of(r), "egress") != 0 || what == NULL ||
+		    strcmp(what, "closed") != 0)
 			continue;
 		up = int_or(r, "up", 0);
 		down = int_or(r, "down", 0);

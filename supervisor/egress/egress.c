@@ -337,7 +337,7 @@ over_budget(struct egress *e, struct conn *c)
  * with splice(2), so the bytes never enter user space; at most left
  * taken in (what the run's budget has left). 0, or -1 with errno. */
 static int
-splice_dir(int src, int dst, struct dir *d, uint64_t *bytes, size_t left)
+splice_dir(int src, int dst, struct dir *d, uint64_t *bytes, uint64_t left)
 {
 	size_t want;
 	ssize_t n;
@@ -384,15 +384,14 @@ splice_dir(int src, int dst, struct dir *d, uint64_t *bytes, size_t left)
 static int
 move(int src, int dst, struct dir *d, struct egress *e)
 {
-	size_t left = SIZE_MAX;
+	uint64_t left = UINT64_MAX;
 
 	if (d->len > 0)
 		return drain(dst, d);
 	/* a budget stops at its last byte, not a pipe's worth past it */
 	if (e->lim.max_bytes > 0)
-		left = e->bytes >= e->lim.max_bytes ? 0 :
-		    e->lim.max_bytes - e->bytes < SIZE_MAX ?
-		    (size_t)(e->lim.max_bytes - e->bytes) : SIZE_MAX;
+		left = e->bytes < e->lim.max_bytes ?
+		    e->lim.max_bytes - e->bytes : 0;
 	return splice_dir(src, dst, d, &e->bytes, left);
 }
 
