@@ -250,31 +250,45 @@ check-integ:
 	$(MAKE) --no-print-directory SAN=1 integ-alone || rc=1; \
 	exit $$rc
 
-# Both builds with -j (one job per core), both unit passes side by side
-# (check-unit), then the integration tests of both passes (check-integ). Before compiling, only
-# what the build, the unit tests and the booted-systemd test's tools need
-# is installed (scripts/install-deps check-build); the rest of the test
-# set (chromium, pytest-xdist, ...) is installed in the background while
-# the compilers use the cores, and waited for before the integration
-# tests ($(O)/check-deps.log). As root, that test's Debian root (a
-# debootstrap the first time) is prepared in the background too; the test
-# waits for it ($(O)/systemd-root.log). Both mostly download.
+# Both builds of the binaries with -j (one job per core) while the test
+# set is installed in the background ($(O)/check-deps.log: first what
+# the unit tests and the booted-systemd test's tools need, scripts/
+# install-deps check-build, then the rest: chromium, pytest-xdist, ...),
+# so apt's downloads and dpkg overlap the compilers; the binaries need
+# only make demo's set (installed first if missing). Then the unit tests'
+# binaries once check-build is in (a FIFO says so), both unit passes
+# side by side (check-unit), and the integration tests of both passes
+# (check-integ) once the whole set is in. As root, the booted-systemd
+# test's Debian root (a debootstrap the first time) is prepared in the
+# background too; that test waits for it ($(O)/systemd-root.log). Each
+# phase's line says when it began, in seconds since make check did.
 check: fixtures
-	scripts/install-deps check-build
-	@mkdir -p $(O); log=$(O)/check-deps.log; \
-	echo "agentz: installing the rest of the test set in the background" \
-	    "while compiling ($$log)"; \
-	scripts/install-deps check >$$log 2>&1 & deps=$$!; \
-	if [ "$$(id -u)" = 0 ]; then \
-	    scripts/systemd-root --prepare >$(O)/systemd-root.log 2>&1 & fi; \
-	rc=0; \
-	$(MAKE) -j$(NPROC) -Otarget all unit-bin && \
-	    $(MAKE) SAN=1 -j$(NPROC) -Otarget all unit-bin && \
+	@scripts/install-deps --check demo || scripts/install-deps demo
+	@mkdir -p $(O); log=$(O)/check-deps.log; fifo=$(O)/check-build.rc; \
+	t0=$$(date +%s); at() { echo "== $$1 (at $$(( $$(date +%s) - t0 )) s)"; }; \
+	rm -f $$fifo && mkfifo $$fifo || exit 1; \
+	echo "agentz: installing the test set in the background while" \
+	    "compiling ($$log)"; \
+	{ scripts/install-deps check-build; r=$$?; echo $$r >$$fifo & \
+	  [ $$r = 0 ] || exit $$r; \
+	  if [ "$$(id -u)" = 0 ]; then scripts/systemd-root --prepare \
+	      >$(O)/systemd-root.log 2>&1 & fi; \
+	  scripts/install-deps check; } >$$log 2>&1 & deps=$$!; \
+	rc=0; at "build"; \
+	$(MAKE) DEPS=demo -j$(NPROC) -Otarget all && \
+	    $(MAKE) DEPS=demo SAN=1 -j$(NPROC) -Otarget all || rc=1; \
+	read built <$$fifo; rm -f $$fifo; \
+	[ "$$built" = 0 ] || { cat $$log; echo "agentz: scripts/install-deps" \
+	    "check-build failed (its output above)" >&2; exit 1; }; \
+	[ $$rc = 0 ] && at "unit tests' binaries" && \
+	    $(MAKE) -j$(NPROC) -Otarget unit-bin && \
+	    $(MAKE) SAN=1 -j$(NPROC) -Otarget unit-bin && at "unit tests" && \
 	    $(MAKE) --no-print-directory check-unit || rc=1; \
 	wait $$deps || { cat $$log; echo "agentz: scripts/install-deps" \
 	    "check failed (its output above)" >&2; exit 1; }; \
-	[ $$rc = 0 ]
-	$(MAKE) check-integ
+	[ $$rc = 0 ] && at "integration tests" && \
+	    $(MAKE) --no-print-directory check-integ || rc=1; \
+	at "done"; exit $$rc
 
 # A booted systemd (systemd-nspawn -b) running the shipped unit through
 # its life: READY/STATUS, the watchdog, Restart=, budget stops, stop.

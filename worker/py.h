@@ -26,8 +26,8 @@ int py_wait_exec(struct msg *m);
 int py_send(const struct msg *m);
 
 /*
- * After READY: imports what an interrupted or failing cell needs
- * (traceback), so that path does not pay for it.
+ * After READY: imports what every cell needs (linecache, which holds the
+ * cells' sources for tracebacks), so the first cell does not pay for it.
  */
 void py_preload(void);
 

@@ -149,7 +149,7 @@ py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
 void
 py_preload(void)
 {
-	PyObject *m = PyImport_ImportModule("traceback");
+	PyObject *m = PyImport_ImportModule("linecache");
 
 	if (m == NULL)
 		PyErr_Clear();

@@ -254,13 +254,20 @@ SCAN = """
         '''Count places in this process's memory where a+b is stored, for
         each (a, b); the whole string is never built here.'''
         found = [0] * len(pairs)
-        regions, skipped = [], []
-        for line in open('/proc/self/maps'):
+        regions, skipped, maps = [], [], []
+        for line in open('/proc/self/smaps'):
             f = line.split()
+            if '-' in f[0]:
+                maps.append([f, 0])
+            elif f[0] in ('Rss:', 'Swap:'):
+                maps[-1][1] += int(f[1])
+        for f, kb in maps:
             if not f[1].startswith('r') or (len(f) > 5 and f[5] in
                     ('[vvar]', '[vvar_vclock]', '[vsyscall]')):
                 continue
             lo, hi = (int(x, 16) for x in f[0].split('-'))
+            if kb == 0 and f[4] == '0' and len(f) == 5:
+                continue    # private anonymous, never touched: all zeros
             if hi - lo > 1 << 36:       # only ASan's shadow (SAN builds)
                 skipped.append(hi - lo)
                 continue
