@@ -200,6 +200,8 @@ agent_net_resume(struct agent *a)
 		if (journal_past_budgets(a->past, &b) &&
 		    b.max_egress_bytes >= 0) {
 			egress_set_max_bytes(e, (uint64_t)b.max_egress_bytes);
+			a->cfg.runner.max_egress_bytes =
+			    (uint64_t)b.max_egress_bytes;
 			log_info("--resume: the egress budget set by the "
 			    "operator holds: --max-egress-bytes %lld (0: none)",
 			    b.max_egress_bytes);

@@ -140,8 +140,10 @@ take(struct agent *a, const struct agent_config *c, int nargs)
 	a->cfg.max_cost = c->max_cost;
 	a->cfg.max_same_failure = c->max_same_failure;
 	a->cfg.max_parallel_calls = c->max_parallel_calls;
-	if (proxy(a) != NULL)
+	if (proxy(a) != NULL) {
 		egress_set_max_bytes(proxy(a), c->runner.max_egress_bytes);
+		a->cfg.runner.max_egress_bytes = c->runner.max_egress_bytes;
+	}
 	agent_start_deadline(a);
 	record_budgets(a, "operator");
 	return NULL;

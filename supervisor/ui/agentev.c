@@ -8,6 +8,8 @@
  */
 #include "supervisor/ui/listen.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,15 +51,20 @@ run_options(const struct agent_config *c, const struct ui_opts *u)
 	    (json_int_t)c->memory_limit);
 }
 
+/* The run's budgets; max_egress_bytes is null without the egress proxy
+ * (ctl refuses one there) or with none set. */
 static json_t *
 run_limits(const struct agent_config *c)
 {
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
+	uint64_t egress = c->runner.max_egress_bytes;
+
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 	    "max_cells", int_or_null(c->max_cells), "deadline",
 	    num_or_null(c->deadline), "max_tokens", int_or_null(c->max_tokens),
 	    "max_cost", num_or_null(c->max_cost), "max_same_failure",
 	    int_or_null(c->max_same_failure), "max_restarts",
-	    int_or_null(c->max_restarts));
+	    int_or_null(c->max_restarts), "max_egress_bytes",
+	    int_or_null(egress > LLONG_MAX ? LLONG_MAX : (long long)egress));
 }
 
 static json_t *

@@ -73,11 +73,11 @@ SUB = {
     ("run_start", "limits"): {
         k: (NUM, NULL) for k in ("max_cells", "deadline", "max_tokens",
                                  "max_cost", "max_same_failure",
-                                 "max_restarts")},
+                                 "max_restarts", "max_egress_bytes")},
     ("budgets", "limits"): {
         k: (NUM, NULL) for k in ("max_cells", "deadline", "max_tokens",
                                  "max_cost", "max_same_failure",
-                                 "max_restarts")},
+                                 "max_restarts", "max_egress_bytes")},
     ("run_start", "sandbox"): {
         k: (STR, NULL) for k in ("seccomp", "isolation_mode", "isolation",
                                  "containment", "network", "workspace")},

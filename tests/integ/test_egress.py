@@ -1015,6 +1015,18 @@ def test_ctl_allow_holds_across_a_resume(tmp_path):
         origin.close()
 
 
+def _events(out):
+    """The --json events in out whose lines are whole."""
+    return [json.loads(ln) for ln in out.decode().split("\n")[:-1]
+            if ln.startswith("{")]
+
+
+def _said(out):
+    """The cells' output in the --json events in out."""
+    return "".join(e["text"] for e in _events(out)
+                   if e["type"] == "cell_output")
+
+
 def test_ctl_budgets_sets_the_egress_budget_and_a_resume_counts_the_bytes(
         tmp_path):
     """`ctl budgets --max-egress-bytes` while the run goes on is taken and
@@ -1036,14 +1048,19 @@ def test_ctl_budgets_sets_the_egress_budget_and_a_resume_counts_the_bytes(
             "flush=True)\n" % url) + gated(1, "import time\ntime.sleep(300)")
         with ModelServer(first(cell)) as srv:
             run = Run(srv, tmp_path, "eb", rt,
-                      args=["--allow-host", "127.0.0.1"])
+                      args=["--allow-host", "127.0.0.1", "--json"])
             try:
-                run.wait_out("C1")
-                assert b"A 200" in run.out, run.show()
+                # --json: the cell's output is in its events, in pieces
+                with run.cond:
+                    run.cond.wait_for(lambda: "C1\n" in _said(run.out) or
+                                      run.eof == 2, 60)
+                assert "A 200\nC1\n" in _said(run.out), run.show()
                 rc, r, err = run.ctl("budgets", "--max-egress-bytes", "160K")
                 assert rc == 0 and r["ok"], (rc, r, err)
                 assert r["max_egress_bytes"] == 160 << 10, r
                 run.wait_record(lambda x: x["type"] == "budgets")
+                # the budgets event's last field, its line whole
+                run.wait_out('"max_egress_bytes":%d}}' % (160 << 10))
                 os.kill(run.p.pid, signal.SIGKILL)
                 run.wait()
             finally:
@@ -1052,6 +1069,11 @@ def test_ctl_budgets_sets_the_egress_budget_and_a_resume_counts_the_bytes(
         assert any(x["type"] == "budgets" and x["by"] == "operator" and
                    x.get("max_egress_bytes") == 160 << 10 for x in recs), \
             [x for x in recs if x["type"] == "budgets"]
+        # the --json events: none at the start, the operator's after
+        limits = {e["type"]: e["limits"] for e in _events(run.out)
+                  if e["type"] in ("run_start", "budgets")}
+        assert limits["run_start"]["max_egress_bytes"] is None, limits
+        assert limits["budgets"]["max_egress_bytes"] == 160 << 10, limits
         before = sum(x["up"] + x["down"] for x in recs
                      if x["type"] == "egress" and x["what"] == "closed")
         assert 96 << 10 < before < 160 << 10, before
