@@ -16,8 +16,11 @@ int idmap_take_slot(int *fd_out);
 /*
  * A user namespace mapping our (the invoking user's) ids to the
  * worker's: through an id-mapped bind, the worker's files land as ours.
- * Its ns/user descriptor, or -1 with errno.
+ * Its ns/user descriptor, or -1 with errno. With netfd non-NULL, also a
+ * network namespace owned by it, lo up (what net_ns_new makes), in
+ * *netfd (ns/net).
  */
-int idmap_userns(uid_t ours, gid_t ourg, uid_t theirs, gid_t theirg);
+int idmap_userns(uid_t ours, gid_t ourg, uid_t theirs, gid_t theirg,
+    int *netfd);
 
 #endif

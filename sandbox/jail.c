@@ -58,6 +58,8 @@ struct jail {
 	struct plan *plan;
 	int netns;		/* the worker's network: a namespace of its
 				 * own (else the host's) */
+	int first_net;		/* root: the first init's, made with the
+				 * id map's user namespace (ns/net) */
 	unsigned rebuilds;	/* new inits after a lost one */
 	int built;		/* was active once: never runs a worker
 				 * without it again */
@@ -124,19 +126,28 @@ open_ns(struct jail *j)
 /*
  * The init's network (nsinit_main's net). A plain user's init makes the
  * namespace in its clone: the jail's user namespace owns it, so the init
- * may bring lo up. Root's joins one net_ns_new made (root may lack
- * CAP_NET_ADMIN, e.g. in a systemd unit). -1 with errno if it cannot.
+ * may bring lo up. Root's joins one made in a user namespace of its own
+ * (root may lack CAP_NET_ADMIN, e.g. in a systemd unit): the first init
+ * the one idmap_userns made with the id map, a rebuilt init a new one
+ * from net_ns_new. -1 with errno if it cannot.
  */
 static int
-init_net(const struct jail *j, int *flags)
+init_net(struct jail *j, int *flags)
 {
+	int net;
+
 	if (!j->netns)
 		return INIT_NET_HOST;
 	if (j->child.userns) {
 		*flags |= CLONE_NEWNET;
 		return INIT_NET_CLONED;
 	}
-	return net_ns_new();
+	if (j->first_net >= 0) {
+		net = j->first_net;
+		j->first_net = -1;
+		return net;
+	}
+	return net_ns_new();	/* a rebuilt init's: a new one */
 }
 
 static int
@@ -288,7 +299,10 @@ setup(struct jail *j, const struct jail_config *c, char *err, size_t len)
 		j->plan->wuid = j->child.wuid;
 		j->plan->wgid = j->child.wgid;
 		j->plan->idmap_fd = idmap_userns(geteuid(), getegid(), j->child.wuid,
-		    j->child.wgid);
+		    j->child.wgid, j->netns ? &j->first_net : NULL);
+		if (j->plan->idmap_fd < 0 && j->netns)	/* which failed? */
+			j->plan->idmap_fd = idmap_userns(geteuid(), getegid(),
+			    j->child.wuid, j->child.wgid, NULL);
 		if (j->plan->idmap_fd < 0) {
 			(void)snprintf(err, len, "cannot make the workspace's "
 			    "id mapping (a user namespace): %s",
@@ -349,7 +363,7 @@ jail_new(const struct jail_config *c, char *err, size_t errlen)
 	if (j == NULL)
 		return NULL;
 	j->mode = c->mode;
-	j->pidfd = j->cmd = j->slot_fd = -1;
+	j->pidfd = j->cmd = j->slot_fd = j->first_net = -1;
 	for (i = 0; i < JAIL_NS_COUNT; i++)
 		j->child.ns[i] = -1;
 	err[0] = '\0';
@@ -397,6 +411,8 @@ jail_free(struct jail *j)
 			(void)close(j->child.ns[i]);
 	if (j->slot_fd >= 0)
 		(void)close(j->slot_fd);
+	if (j->first_net >= 0)
+		(void)close(j->first_net);
 	view_plan_free(j->plan);
 	free(j->child.rw_dirs);
 	free(j->child.rw_files);

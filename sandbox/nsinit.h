@@ -30,7 +30,8 @@ struct init_status {
 
 /* The init's network, nsinit_main's net: the supervisor's; a namespace
  * the clone made, whose lo the init brings up; or (any descriptor >= 0)
- * one net_ns_new made, which the init joins. */
+ * one made in a user namespace of its own (idmap_userns or net_ns_new),
+ * which the init joins. */
 #define INIT_NET_HOST (-2)
 #define INIT_NET_CLONED (-3)
 

@@ -252,7 +252,6 @@ main(int argc, char **argv)
 	ready_config = &c;
 	if (send_ready() < 0)
 		return WEXIT_CHANNEL;
-	py_preload();
 	serve(c.output_limit);
 	(void)fflush(NULL);
 	_exit(WEXIT_OK);

@@ -29,7 +29,6 @@ int py_send(const struct msg *m);
  * After READY: imports what every cell needs (linecache, which holds the
  * cells' sources for tracebacks), so the first cell does not pay for it.
  */
-void py_preload(void);
 
 /*
  * Runs one cell in the persistent namespace. Fills out->status,

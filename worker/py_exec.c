@@ -146,16 +146,6 @@ py_run_cell(uint32_t cell, const struct bytes *code, size_t limit,
 	Py_DECREF(res);
 }
 
-void
-py_preload(void)
-{
-	PyObject *m = PyImport_ImportModule("linecache");
-
-	if (m == NULL)
-		PyErr_Clear();
-	Py_XDECREF(m);
-}
-
 int
 py_wait_exec(struct msg *m)
 {

