@@ -92,6 +92,9 @@ static const struct field fields_SNAP[] = {
 	F_UINT(snap, cell, UINT32_MAX),
 	F_END
 };
+static const struct field fields_PIPES[] = {
+	F_END
+};
 static const struct field fields_SNAPPED[] = {
 	F_UINT(snapped, cell, UINT32_MAX),
 	F_UINT(snapped, pid, UINT32_MAX),

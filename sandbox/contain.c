@@ -499,6 +499,33 @@ contain_group_free(struct contain_group *g)
 	g->c->dying = g;
 }
 
+int
+contain_group_others(struct contain_group *g, const pid_t *known, int n)
+{
+	char buf[256];
+	pid_t pids[16];
+	int i, j, np;
+
+	if (g == NULL || g->dir[0][0] == '\0') {
+		errno = ENOTSUP;
+		return -1;
+	}
+	if (read_file(g->dir[0], "cgroup.procs", buf, sizeof buf) < 0)
+		return -1;
+	if (strlen(buf) >= sizeof buf - 16)
+		return 1;	/* perhaps more than it showed */
+	np = procfs_pids(buf, pids, (int)(sizeof pids / sizeof *pids));
+	if (np == (int)(sizeof pids / sizeof *pids))
+		return 1;
+	for (i = 0; i < np; i++) {
+		for (j = 0; j < n && known[j] != pids[i]; j++)
+			;
+		if (j == n)
+			return 1;
+	}
+	return 0;
+}
+
 /* Is the group empty (no task left to kill)? */
 static int
 group_empty(const struct contain_group *g)

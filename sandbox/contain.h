@@ -84,6 +84,12 @@ int contain_group_attach(struct contain_group *g, pid_t pid);
  * with errno when the group's tasks cannot be listed.
  */
 int contain_group_kill(struct contain_group *g);
+/*
+ * Does the group hold a process that is not one of known[0..n-1] (a
+ * process a cell left, for the output pipes' sake)? 1 yes (or perhaps:
+ * more than one look shows), 0 no, -1 with errno when it cannot tell.
+ */
+int contain_group_others(struct contain_group *g, const pid_t *known, int n);
 /* Reads the group's accounting (fields it cannot read are 0). */
 void contain_group_stats(struct contain_group *g, struct contain_stats *st);
 /*

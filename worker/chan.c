@@ -37,9 +37,10 @@ static pthread_mutex_t chan_wlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t chan_turn;	/* role freed or a frame delivered */
 static int chan_reading;		/* a thread holds the reader role */
-/* The main thread's slots: a SNAP and the EXEC it precedes may both be
- * waiting (the supervisor need not wait for SNAPPED); SNAP goes first. */
-enum { SLOT_SNAP, SLOT_EXEC, SLOTS };
+/* The main thread's slots: a PIPES, a SNAP and the EXEC they precede may
+ * all be waiting (the supervisor need not wait for SNAPPED); they are
+ * taken in that order, the order they were sent in. */
+enum { SLOT_PIPES, SLOT_SNAP, SLOT_EXEC, SLOTS };
 static struct msg chan_slot[SLOTS];	/* valid when chan_slot_full */
 static int chan_slot_full[SLOTS];
 static int chan_shutdown;
@@ -151,8 +152,8 @@ deliver(struct msg *m, uint64_t id)
 	w->tail = q;
 }
 
-/* Under chan_lock: EXEC or SNAP (m) or SHUTDOWN (NULL) for the main
- * thread. */
+/* Under chan_lock: EXEC, SNAP or PIPES (m) or SHUTDOWN (NULL) for the
+ * main thread. */
 static void
 post_exec(struct msg *m)
 {
@@ -164,7 +165,8 @@ post_exec(struct msg *m)
 		chan_shutdown = 1;
 		return;
 	}
-	slot = m->type == MSG_SNAP ? SLOT_SNAP : SLOT_EXEC;
+	slot = m->type == MSG_SNAP ? SLOT_SNAP : m->type == MSG_PIPES ?
+	    SLOT_PIPES : SLOT_EXEC;
 	if (chan_slot_full[slot])	/* the supervisor never sends two */
 		_exit(WEXIT_PROTOCOL);
 	chan_slot[slot] = *m;
@@ -180,6 +182,7 @@ dispatch(struct msg *m)
 	switch (m->type) {
 	case MSG_EXEC:
 	case MSG_SNAP:
+	case MSG_PIPES:
 		post_exec(m);
 		break;
 	case MSG_SHUTDOWN:
@@ -291,8 +294,8 @@ static int
 exec_ready(const void *arg)
 {
 	(void)arg;
-	return chan_slot_full[SLOT_SNAP] || chan_slot_full[SLOT_EXEC] ||
-	    chan_shutdown;
+	return chan_slot_full[SLOT_PIPES] || chan_slot_full[SLOT_SNAP] ||
+	    chan_slot_full[SLOT_EXEC] || chan_shutdown;
 }
 
 int

@@ -37,8 +37,8 @@ void chan_reset(uint32_t generation);
 /* Sends one frame; thread-safe. 0, or -1 with errno. */
 int chan_send(const struct msg *m);
 /*
- * Blocks the caller until the next EXEC or SNAP (returns 1, *m filled,
- * m->type says which, caller msg_clears) or SHUTDOWN (returns 0).
+ * Blocks the caller until the next EXEC, SNAP or PIPES (returns 1, *m
+ * filled, m->type says which, caller msg_clears) or SHUTDOWN (returns 0).
  */
 int chan_wait_exec(struct msg *m);
 /* Registers a waiter and returns its id (never 0). 0 / ENOMEM on failure. */

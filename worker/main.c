@@ -4,7 +4,7 @@
  * Started by the supervisor (fork + exec, never by hand) with the control
  * channel on fd 3, stdin on /dev/null and stdout/stderr as pipes to the
  * supervisor, the spare socket for snapshots on fd 5 (optional) and the
- * output socket on fd 6 (optional: fresh output pipes after each DONE).
+ * output socket on fd 6 (optional: fresh output pipes at a PIPES).
  * Order of set-up: signals reset, CPython initialised, seccomp
  * applied to ourselves (before any thread exists, so every later thread
  * inherits it), READY sent. Then one cell at a time, each perhaps
@@ -200,6 +200,11 @@ serve(size_t output_limit)
 			msg_clear(&m);
 			continue;
 		}
+		if (m.type == MSG_PIPES) {
+			pipes_next();	/* the next cell's pipes */
+			msg_clear(&m);
+			continue;
+		}
 		memset(&done, 0, sizeof done);
 		done.type = MSG_DONE;
 		py_run_cell(m.u.exec.cell, &m.u.exec.code, output_limit,
@@ -207,7 +212,6 @@ serve(size_t output_limit)
 		msg_clear(&m);
 		if (py_send(&done) < 0)
 			_exit(WEXIT_CHANNEL);
-		pipes_next();	/* the next cell's pipes */
 		msg_clear(&done);
 		snap_discard();	/* the cell ended: no rollback */
 	}

@@ -1,6 +1,6 @@
 /*
- * pipes.c - the worker's output pipes, fresh after each cell (see
- * pipes.h, proto.h WORKER_OUT_FD).
+ * pipes.c - the worker's output pipes, fresh after a cell that may have
+ * left a process holding them (see pipes.h, proto.h WORKER_OUT_FD).
  *
  * The supervisor sends the next pipes before the worker needs them, so
  * they are taken without waiting; it closes a cell's pipes once it has

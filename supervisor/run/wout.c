@@ -1,14 +1,16 @@
 /*
- * wout.c - a worker's output pipes (stdout, stderr), fresh for each cell,
- * and its stack-dump pipe (see workers_impl.h).
+ * wout.c - a worker's output pipes (stdout, stderr), fresh after each
+ * cell that may have left a process holding them, and its stack-dump pipe
+ * (see workers_impl.h).
  *
  * Owns: reading the pipes in bounded rounds (a flood must not starve the
  * channel), draining what they hold at a DONE or a death, the pipes of
  * the next cell waiting on the output socket (proto.h WORKER_OUT_FD) and
- * the swap at each DONE, and the faulthandler dump kept to STACK_MAX
+ * the swap at a DONE (PIPES), and the faulthandler dump kept to STACK_MAX
  * bytes.
  *
- * May include: workers_impl.h, common/log.h, common/fdio.h.
+ * May include: workers_impl.h, sandbox/contain.h (through workers.h),
+ * common/log.h, common/fdio.h.
  */
 #include "supervisor/run/workers_impl.h"
 
@@ -179,16 +181,38 @@ close_pipe(struct worker *w, int *fd)
 }
 
 /*
- * At a DONE, once the cell's pipes are drained: they are closed (a
- * process the cell left running gets EPIPE from now on) and the pipes the
- * worker takes right after its DONE are read instead; the next ones are
- * sent. Nothing waiting: the worker keeps its pipes, and so do we.
+ * May a process other than the worker (and its spawner) hold the pipes?
+ * Only the worker's cgroup can tell (a process the cell left keeps it,
+ * wherever it was reparented); without one, always.
+ */
+static int
+others_may_hold(const struct worker *w)
+{
+	pid_t known[2] = { w->spawner_pid, w->python_pid };
+
+	return w->cg == NULL || contain_group_others(w->cg, known, 2) != 0;
+}
+
+/*
+ * At a DONE, once the cell's pipes are drained. When the cell may have
+ * left a process holding them, they are closed (it gets EPIPE from now
+ * on), PIPES tells the worker to take the waiting ones, which are read
+ * instead, and the next ones are sent; otherwise they stay, as they do
+ * when nothing is waiting (the worker keeps its pipes, and so do we).
  */
 void
 wout_rotate(struct worker *w)
 {
-	if (w->next_out < 0)
+	struct msg m;
+
+	if (w->next_out < 0 || !others_may_hold(w))
 		return;
+	memset(&m, 0, sizeof m);
+	m.type = MSG_PIPES;
+	if (wchan_send(w, &m) < 0) {
+		worker_kill(w, "cannot send PIPES on the channel");
+		return;
+	}
 	close_pipe(w, &w->out);
 	close_pipe(w, &w->err);
 	w->out = w->next_out;

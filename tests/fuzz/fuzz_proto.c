@@ -74,6 +74,7 @@ msg_eq(const struct msg *a, const struct msg *b)
 		return a->u.event.id == b->u.event.id &&
 		    bytes_eq(&a->u.event.body, &b->u.event.body);
 	case MSG_SHUTDOWN:
+	case MSG_PIPES:
 		return 1;
 	case MSG_SNAP:
 		return a->u.snap.cell == b->u.snap.cell;

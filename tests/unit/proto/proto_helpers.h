@@ -55,6 +55,7 @@ static const struct msg samples[] = {
 	{ .type = MSG_SNAPPED, .u.snapped = { 9, 4242, BYTES(s_exc), NONE } },
 	{ .type = MSG_SNAPPED, .u.snapped = { UINT32_MAX, 0, NONE,
 	    BYTES(s_exc) } },
+	{ .type = MSG_PIPES },
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -108,6 +109,7 @@ msg_equal(const struct msg *a, const struct msg *b)
 		bytes_equal(&a->u.event.body, &b->u.event.body);
 		break;
 	case MSG_SHUTDOWN:
+	case MSG_PIPES:
 		break;
 	case MSG_SNAP:
 		assert_int_equal(a->u.snap.cell, b->u.snap.cell);

@@ -102,7 +102,7 @@ test_rw_bad_frames(void **state)
 	expect_read_fail(hdr, sizeof(hdr), 4096, EMSGSIZE);
 	put_header(hdr, 1, MSG_SHUTDOWN, 1);
 	expect_read_fail(hdr, sizeof(hdr), 4096, EPROTO);
-	put_header(hdr, 1, 10, 0);
+	put_header(hdr, 1, 11, 0);	/* no such type */
 	expect_read_fail(hdr, sizeof(hdr), 4096, EPROTO);
 	buf_init(&b);
 	raw_frame(&b, 3, MSG_EXEC, 0, RAW(0x92, 0x01, 0xa0), 3);

@@ -208,7 +208,7 @@ test_rx_bad_header(void **state)
 	raw_frame(&b, 1, 0, 0, RAW(0x90), 1);
 	expect_rx_fail(&b, 1024, EPROTO);
 	b.len = 0;
-	raw_frame(&b, 1, 10, 0, RAW(0x90), 1);
+	raw_frame(&b, 1, 11, 0, RAW(0x90), 1);	/* no such type */
 	expect_rx_fail(&b, 1024, EPROTO);
 	b.len = 0;
 	raw_frame(&b, 1, 0x100 | MSG_SHUTDOWN, 0, RAW(0x90), 1);

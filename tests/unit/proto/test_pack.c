@@ -108,8 +108,9 @@ test_names(void **state)
 	assert_string_equal(msg_name(MSG_SHUTDOWN), "SHUTDOWN");
 	assert_string_equal(msg_name(MSG_SNAP), "SNAP");
 	assert_string_equal(msg_name(MSG_SNAPPED), "SNAPPED");
+	assert_string_equal(msg_name(MSG_PIPES), "PIPES");
 	assert_string_equal(msg_name(0), "?");
-	assert_string_equal(msg_name(10), "?");
+	assert_string_equal(msg_name(11), "?");
 	assert_string_equal(msg_name(UINT32_MAX), "?");
 	assert_int_equal(msg_direction(MSG_READY), MSG_W2S);
 	assert_int_equal(msg_direction(MSG_DONE), MSG_W2S);
@@ -120,11 +121,12 @@ test_names(void **state)
 	assert_int_equal(msg_direction(MSG_SHUTDOWN), MSG_S2W);
 	assert_int_equal(msg_direction(MSG_SNAP), MSG_S2W);
 	assert_int_equal(msg_direction(MSG_SNAPPED), MSG_W2S);
+	assert_int_equal(msg_direction(MSG_PIPES), MSG_S2W);
 	assert_int_equal(msg_direction(0), 0);
 	assert_int_equal(msg_direction(UINT32_MAX), 0);
 	for (t = 0; t < 70000; t++)
 		known += msg_direction(t) != 0;
-	assert_int_equal(known, 9);
+	assert_int_equal(known, 10);
 }
 
 static void
@@ -176,7 +178,7 @@ roundtrip(const struct msg *m)
 static void
 test_roundtrip_samples(void **state)
 {
-	unsigned seen[10] = { 0 };
+	unsigned seen[11] = { 0 };
 	size_t i;
 
 	(void)state;
@@ -282,7 +284,7 @@ test_encode_errors(void **state)
 	(void)state;
 	m = (struct msg){ .type = (enum msg_type)0 };
 	expect_encode_fail(&m, PROTO_MAX_FRAME_DEFAULT, EINVAL);
-	m = (struct msg){ .type = (enum msg_type)10 };
+	m = (struct msg){ .type = (enum msg_type)11 };
 	expect_encode_fail(&m, PROTO_MAX_FRAME_DEFAULT, EINVAL);
 	m = (struct msg){ .type = MSG_DONE, .u.done = { 1,
 	    DONE_STATUS_MAX + 1, NONE, NONE } };
@@ -365,7 +367,7 @@ test_decode_unknown_type(void **state)
 {
 	(void)state;
 	BAD(0, EPROTO, 0x90);
-	BAD(10, EPROTO, 0x90);
+	BAD(11, EPROTO, 0x90);
 	BAD(0x0101, EPROTO, 0x92, 0x01, 0xc4, 0x00);
 	BAD(UINT32_MAX, EPROTO, 0x90);
 }
