@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* Most frame_rx_fill reads per call, so one busy worker cannot starve
@@ -93,21 +94,61 @@ frame_rx_clear(struct frame_rx *rx)
  * count (> 0), 0 on EOF, or -1 with errno from read (EAGAIN, EINTR passed
  * through) or ENOMEM (the bytes read are then lost: drop the stream).
  */
+/* n bytes read into rx, a skipped frame's first. n, or -1 / ENOMEM. */
+static ssize_t
+take(struct frame_rx *rx, const uint8_t *chunk, ssize_t n)
+{
+	size_t drop = rx->skip < (size_t)n ? rx->skip : (size_t)n;
+
+	rx->skip -= drop;
+	if (buf_append(&rx->in, chunk + drop, (size_t)n - drop) == -1)
+		return -1;
+	return n;
+}
+
 ssize_t
 frame_rx_fill(struct frame_rx *rx, int fd)
 {
 	uint8_t chunk[FRAME_RX_CHUNK];
 	ssize_t n;
 
-	size_t drop;
-
 	if ((n = read(fd, chunk, sizeof(chunk))) <= 0)
 		return n;
-	drop = rx->skip < (size_t)n ? rx->skip : (size_t)n;
-	rx->skip -= drop;
-	if (buf_append(&rx->in, chunk + drop, (size_t)n - drop) == -1)
-		return -1;
-	return n;
+	return take(rx, chunk, n);
+}
+
+ssize_t
+frame_rx_fill_cred(struct frame_rx *rx, int fd, pid_t *sender)
+{
+	uint8_t chunk[FRAME_RX_CHUNK];
+	/* room for the credentials only: descriptors sent along are not
+	 * installed (the kernel closes what does not fit) */
+	union {
+		char b[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} cb;
+	struct iovec iov = { chunk, sizeof chunk };
+	struct msghdr mh;
+	struct cmsghdr *h;
+	struct ucred uc;
+	ssize_t n;
+
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cb.b;
+	mh.msg_controllen = sizeof cb.b;
+	*sender = 0;
+	if ((n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC)) <= 0)
+		return n;
+	for (h = CMSG_FIRSTHDR(&mh); h != NULL; h = CMSG_NXTHDR(&mh, h))
+		if (h->cmsg_level == SOL_SOCKET &&
+		    h->cmsg_type == SCM_CREDENTIALS &&
+		    h->cmsg_len == CMSG_LEN(sizeof uc)) {
+			memcpy(&uc, CMSG_DATA(h), sizeof uc);
+			*sender = uc.pid;
+		}
+	return take(rx, chunk, n);
 }
 
 /* Appends n bytes the caller already has. 0, or -1 with errno ENOMEM. */

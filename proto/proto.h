@@ -78,7 +78,9 @@ enum msg_type {
  * channel, 4 the write end of the stack-dump pipe (5 and 6: below). The
  * supervisor sends SIGRTMIN + WORKER_DUMP_SIGNAL_OFFSET before a kill; the
  * worker's faulthandler then writes every thread's stack to fd 4 (from the
- * signal handler, so it works while a thread sits in C code).
+ * signal handler, so it works while a thread sits in C code). The
+ * supervisor takes the channel's bytes only from the worker process itself
+ * (SO_PASSCRED: a copy of the worker holding fd 3 cannot speak for it).
  */
 #define WORKER_CHAN_FD 3
 #define WORKER_DUMP_FD 4
@@ -263,6 +265,14 @@ void frame_rx_clear(struct frame_rx *rx);
  * (EAGAIN/EINTR passed through).
  */
 ssize_t frame_rx_fill(struct frame_rx *rx, int fd);
+/*
+ * frame_rx_fill through recvmsg(2) on a unix socket with SO_PASSCRED:
+ * *sender gets the pid (in our PID namespace) of the process that wrote
+ * the bytes read, 0 when the kernel attached none. One call returns one
+ * writer's bytes only (the kernel does not join writes of processes with
+ * different credentials); descriptors sent along are closed.
+ */
+ssize_t frame_rx_fill_cred(struct frame_rx *rx, int fd, pid_t *sender);
 /* Appends bytes already read by the caller (tests, fuzzers). 0 / -1 ENOMEM. */
 int frame_rx_feed(struct frame_rx *rx, const void *p, size_t n);
 /*

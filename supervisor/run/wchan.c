@@ -292,12 +292,65 @@ chan_more(struct loop *l, void *ctx)
 	wchan_process(w);
 }
 
+/*
+ * Bytes on the channel count only when the worker itself wrote them (any
+ * of its threads): a process that shares its descriptors without being
+ * it (a raw clone, which runs no at-fork handler) could otherwise write
+ * frames as the worker, a DONE or a SNAPPED of its choosing. The kernel
+ * says who wrote them (SO_PASSCRED); anything else is a protocol error
+ * that ends the worker. Before READY the worker is the namespace init's
+ * child, or the spawner itself.
+ */
+static int
+from_worker(struct worker *w, pid_t sender, int reaping)
+{
+	char why[160];
+
+	if (w->state == WORKER_STARTING && w->pidns_state > 0 &&
+	    !w->adopted && w->python_pid == w->spawner_pid)
+		w->python_pid = ns_child(w->spawner_pid);
+	if (sender == w->python_pid)
+		return 1;
+	(void)snprintf(why, sizeof why, "protocol error: channel bytes from "
+	    "pid %ld, not the worker (%ld)", (long)sender, (long)w->python_pid);
+	log_warnx("worker %ld: %s", (long)w->spawner_pid, why);
+	/* nothing buffered is handled any more, not even at the death */
+	frame_rx_clear(&w->rx);
+	frame_rx_init(&w->rx, w->cfg.max_frame);
+	loop_unwatch(w->loop, w->chan);
+	(void)close(w->chan);
+	w->chan = -1;
+	if (w->kill_reason == NULL)
+		w->kill_cause = DEATH_PROTOCOL;
+	if (!reaping)
+		worker_kill(w, why);
+	else if (w->kill_reason == NULL)
+		w->kill_reason = strdup(why);
+	return 0;
+}
+
+/* One read of the channel into rx, the writer checked: as read(2), and -2
+ * for bytes the worker did not write (they are dropped, the channel
+ * closed and, unless it is being reaped, the worker killed). */
+static ssize_t
+chan_fill(struct worker *w, int reaping)
+{
+	pid_t sender;
+	ssize_t n = frame_rx_fill_cred(&w->rx, w->chan, &sender);
+
+	if (n > 0 && !from_worker(w, sender, reaping))
+		return -2;
+	return n;
+}
+
 static void
 chan_read(struct worker *w)
 {
 	ssize_t n;
 
-	n = frame_rx_fill(&w->rx, w->chan);
+	n = chan_fill(w, 0);
+	if (n == -2)
+		return;
 	if (n == 0) {		/* EOF: the process is going; pidfd tells */
 		loop_unwatch(w->loop, w->chan);
 		(void)close(w->chan);
@@ -346,7 +399,7 @@ wchan_drain(struct worker *w)
 	w->more_timer = 0;
 	for (rounds = 0; rounds < 64 && w->chan >= 0; rounds++) {
 		if (w->starved && !outq_full(w)) {
-			ssize_t n = frame_rx_fill(&w->rx, w->chan);
+			ssize_t n = chan_fill(w, 1);
 
 			if (n <= 0)
 				break;

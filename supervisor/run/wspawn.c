@@ -327,7 +327,7 @@ wspawn_close_fds(int *fds, size_t n)
 int
 wspawn_make_fds(int *ours, int *theirs)
 {
-	int sv[2], p[5][2], i;
+	int sv[2], p[5][2], i, one = 1;
 
 	for (i = 0; i < WSPAWN_NFDS; i++)
 		ours[i] = theirs[i] = -1;
@@ -342,6 +342,9 @@ wspawn_make_fds(int *ours, int *theirs)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
 	ours[0] = sv[0], theirs[0] = sv[1];
+	/* who wrote each byte (wchan.c: the worker itself, or nobody) */
+	if (setsockopt(ours[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0)
+		return -1;
 	for (i = 0; i < 5; i++) {
 		if (pipe2(p[i], O_CLOEXEC) < 0)
 			return -1;

@@ -306,3 +306,33 @@ def test_a_forked_copy_of_the_worker_holds_no_channel(run_as):  # noqa: F811
     # the snapshot's own fork keeps them: the rollback still works
     assert c["namespace"].startswith("rolled back"), brief(c)
     assert d["status"] == "ok" and d["output"] == "1\n", brief(d)
+
+
+# A raw clone (the clone system call through ctypes) runs no at-fork
+# handler: its copy keeps the worker's descriptors, the channel included,
+# and writes a DONE for the running cell as the worker would; the cell
+# itself goes on for a second. The supervisor takes channel bytes from the
+# worker process only (the kernel names the writer): the copy's frame is a
+# protocol error that ends the worker, never an early "ok".
+RAW_CLONE = r'''
+import ctypes, os, struct, time
+done = b'\x94\x01\x00\xa0\xa0'           # DONE [cell 1, ok, "", ""]
+pid = ctypes.CDLL(None, use_errno=True).syscall(56, 17, 0, 0, 0, 0)
+if pid == 0:                             # clone(SIGCHLD): the copy
+    os.write(3, struct.pack('>IHH', len(done), 3, 0) + done)
+    os._exit(0)
+os.waitpid(pid, 0)
+time.sleep(1)
+print('the cell ran to its end')
+'''
+
+
+def test_a_raw_clone_cannot_speak_for_the_worker(run_as):  # noqa: F811
+    r = run_as(["x = 1", RAW_CLONE, "print('after')"],
+               args=["--cell-timeout", "60"], expect_rc=1)
+    a, b, c = r.recs
+    assert a["status"] == "ok", brief(a)
+    assert b["status"] != "ok", brief(b)
+    assert "not the worker" in (b.get("detail") or ""), brief(b)
+    assert "ran to its end" not in (b.get("output") or ""), brief(b)
+    assert c["status"] == "ok" and c["output"] == "after\n", brief(c)
