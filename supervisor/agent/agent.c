@@ -453,6 +453,9 @@ agent_run(struct agent *a, const char *wpath)
 		    runner_isolation(a->runner), runner_network_desc(a->runner),
 		    runner_limits(a->runner));
 		record_isolation(a);
+		/* before a cell can connect, and before run_start says
+		 * which egress budget holds */
+		agent_net_resume(a);
 	}
 	agent_ev_run_start(a);
 	if (a->runner == NULL)	/* said why */
@@ -466,7 +469,6 @@ agent_run(struct agent *a, const char *wpath)
 		    "(see above)");
 	}
 	rc = a->cfg.resume ? agent_resume(a) : -1;
-	agent_net_resume(a);	/* before a cell can connect */
 	/* the history reads old cells back from the journal itself */
 	journal_past_free(a->past);
 	a->past = NULL;

@@ -1089,12 +1089,18 @@ def test_ctl_budgets_sets_the_egress_budget_and_a_resume_counts_the_bytes(
             "print('B', b.get('status', b.get('error')))\n"
             "print('C', c.get('status'), c.get('body', '')[:200])\n"
             % (url, url))
-        p = _resume_with_repair(run, rt, body, "--allow-host", "127.0.0.1")
+        p = _resume_with_repair(run, rt, body, "--allow-host", "127.0.0.1",
+                                "--json")
         assert p.returncode == 4, (p.returncode, p.stdout[-2000:],
                                    p.stderr[-3000:])
-        assert "B 200" not in p.stdout and "B " in p.stdout, p.stdout
-        assert "C 403" in p.stdout and "egress budget is spent" in \
-            p.stdout, p.stdout
+        # the resumed run starts with the operator's budget, and says so
+        said = _said(p.stdout.encode())
+        start = [e for e in _events(p.stdout.encode())
+                 if e["type"] == "run_start"]
+        assert len(start) == 1, p.stdout[-2000:]
+        assert start[0]["limits"]["max_egress_bytes"] == 160 << 10, start
+        assert "B 200" not in said and "B " in said, said
+        assert "C 403" in said and "egress budget is spent" in said, said
         assert "--resume: %d bytes went through the egress proxy before" \
             % before in p.stderr, p.stderr[-2000:]
     finally:
