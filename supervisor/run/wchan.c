@@ -106,6 +106,8 @@ cap_text(const struct worker *w, struct bytes *b)
 static void
 on_done(struct worker *w, struct msg *m)
 {
+	int snapped = w->snap.asked || w->snap.host_pid > 0;
+
 	if (m->u.done.cell != w->cell) {
 		protocol_error(w, "DONE for a cell that is not running",
 		    m->type);
@@ -116,8 +118,10 @@ on_done(struct worker *w, struct msg *m)
 	wout_drain_all(w);
 	w->state = WORKER_IDLE;
 	wsnap_forget(w);	/* the worker discards it */
-	/* this cell's pipes closed: what it left running writes nowhere */
-	wout_rotate(w);
+	/* this cell's pipes closed if it may have left a process: what it
+	 * left running writes nowhere (a snapshot is one such, until the
+	 * worker has discarded it) */
+	wout_rotate(w, snapped);
 	w->ops.done(w, &m->u.done, w->ctx);
 }
 

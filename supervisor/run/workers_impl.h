@@ -120,7 +120,7 @@ void wout_read_dump(struct worker *w);
  * pipes closed and the waiting ones read instead, the next ones sent;
  * the output socket and the waiting pipes closed (a new spawn). */
 int wout_send_next(struct worker *w);
-void wout_rotate(struct worker *w);
+void wout_rotate(struct worker *w, int surely);
 void wout_close_socket(struct worker *w);
 
 /* wchan.c: the channel's loop callback; handles a slice of the frames

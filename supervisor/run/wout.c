@@ -195,17 +195,19 @@ others_may_hold(const struct worker *w)
 
 /*
  * At a DONE, once the cell's pipes are drained. When the cell may have
- * left a process holding them, they are closed (it gets EPIPE from now
- * on), PIPES tells the worker to take the waiting ones, which are read
- * instead, and the next ones are sent; otherwise they stay, as they do
- * when nothing is waiting (the worker keeps its pipes, and so do we).
+ * left a process holding them (surely: the caller knows one exists, a
+ * snapshot, and the cgroup need not be read), they are closed (it gets
+ * EPIPE from now on), PIPES tells the worker to take the waiting ones,
+ * which are read instead, and the next ones are sent; otherwise they
+ * stay, as they do when nothing is waiting (the worker keeps its pipes,
+ * and so do we).
  */
 void
-wout_rotate(struct worker *w)
+wout_rotate(struct worker *w, int surely)
 {
 	struct msg m;
 
-	if (w->next_out < 0 || !others_may_hold(w))
+	if (w->next_out < 0 || (!surely && !others_may_hold(w)))
 		return;
 	memset(&m, 0, sizeof m);
 	m.type = MSG_PIPES;
