@@ -355,7 +355,10 @@ chan_read(struct worker *w)
 	n = chan_fill(w, 0);
 	if (n == -2)
 		return;
-	if (n == 0) {		/* EOF: the process is going; pidfd tells */
+	/* EOF: the process is going; pidfd tells. ECONNRESET says the same:
+	 * the worker's end went with frames of ours still unread in it (a
+	 * PIPES or a reply sent as it died), not that the channel failed */
+	if (n == 0 || (n < 0 && errno == ECONNRESET)) {
 		loop_unwatch(w->loop, w->chan);
 		(void)close(w->chan);
 		w->chan = -1;

@@ -253,6 +253,23 @@ def test_host_replies_read_without_json_as_json_reads_them():
     assert "error" in recs[0]["output"]
 
 
+def test_a_worker_that_dies_with_a_reply_unread_exited_all_the_same():
+    # the supervisor's reply sits unread in the worker's end of the
+    # channel when the worker exits: the supervisor reads ECONNRESET, not
+    # EOF, and that is the worker's exit all the same, not a failed
+    # channel (an agent's worker dying between cells with a PIPES unread
+    # was said to be "killed: control channel read failed")
+    code = ("import _agentz, os, select\n"
+            "_agentz.begin('runtime_info', b'{}', 0)\n"
+            "select.select([3], [], [], 30)  # the reply is there\n"
+            "os._exit(7)\n")
+    recs, p = exec_json(code, "print('next')")
+    r = recs[0]
+    assert r["status"] == "error", r
+    assert "exited with code 7" in (r.get("detail") or ""), r
+    assert recs[1]["status"] == "ok" and recs[1]["output"] == "next\n", recs
+
+
 def test_invalid_utf8_and_nul_bytes_in_output():
     recs, p = exec_json("import os, sys\nos.write(1, b'a\\xff\\xfeb\\x00c\\n')\n"
                         "sys.stdout.write('\\udcff ok\\n')")
