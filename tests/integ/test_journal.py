@@ -5,6 +5,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -194,9 +195,16 @@ def run_until_ready(tmp_path, srv, journal):
                          cwd=tmp_path, env=env(), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    for line in p.stdout:               # cell 0 prints the model's "ok"
-        if line == "READY\n":
-            return p
+    # cell 0 prints the model's "ok"; a run that never says READY is
+    # ended after 60 s, so the loop meets EOF instead of waiting for good
+    stop = threading.Timer(60, p.kill)
+    stop.start()
+    try:
+        for line in p.stdout:
+            if line == "READY\n":
+                return p
+    finally:
+        stop.cancel()
     p.kill()
     assert False, p.communicate()[1]
 
