@@ -89,11 +89,6 @@ frame_rx_clear(struct frame_rx *rx)
 	rx->skip = 0;
 }
 
-/*
- * One read(2) of at most 64 KiB from fd, appended to rx. Returns the byte
- * count (> 0), 0 on EOF, or -1 with errno from read (EAGAIN, EINTR passed
- * through) or ENOMEM (the bytes read are then lost: drop the stream).
- */
 /* n bytes read into rx, a skipped frame's first. n, or -1 / ENOMEM. */
 static ssize_t
 take(struct frame_rx *rx, const uint8_t *chunk, ssize_t n)
@@ -106,6 +101,11 @@ take(struct frame_rx *rx, const uint8_t *chunk, ssize_t n)
 	return n;
 }
 
+/*
+ * One read(2) of at most 64 KiB from fd, appended to rx. Returns the byte
+ * count (> 0), 0 on EOF, or -1 with errno from read (EAGAIN, EINTR passed
+ * through) or ENOMEM (the bytes read are then lost: drop the stream).
+ */
 ssize_t
 frame_rx_fill(struct frame_rx *rx, int fd)
 {

@@ -512,10 +512,10 @@ contain_group_others(struct contain_group *g, const pid_t *known, int n)
 	}
 	if (read_file(g->dir[0], "cgroup.procs", buf, sizeof buf) < 0)
 		return -1;
-	if (strlen(buf) >= sizeof buf - 16)
-		return 1;	/* perhaps more than it showed */
 	np = procfs_pids(buf, pids, (int)(sizeof pids / sizeof *pids));
-	if (np == (int)(sizeof pids / sizeof *pids))
+	/* a full buffer or array: perhaps more than it showed */
+	if (strlen(buf) == sizeof buf - 1 ||
+	    np == (int)(sizeof pids / sizeof *pids))
 		return 1;
 	for (i = 0; i < np; i++) {
 		for (j = 0; j < n && known[j] != pids[i]; j++)

@@ -26,11 +26,6 @@ int py_wait_exec(struct msg *m);
 int py_send(const struct msg *m);
 
 /*
- * After READY: imports what every cell needs (linecache, which holds the
- * cells' sources for tracebacks), so the first cell does not pay for it.
- */
-
-/*
  * Runs one cell in the persistent namespace. Fills out->status,
  * exception_type and traceback (malloc'ed, caller msg_clears the DONE),
  * each kept to limit bytes (head and tail, as the cell's output).

@@ -72,8 +72,7 @@ on_ready(struct worker *w, struct msg *m)
 	loop_timer_cancel(w->loop, w->ready_timer);
 	w->ready_timer = 0;
 	w->ready_us = loop_now_us();
-	if (w->pidns_state > 0)
-		w->python_pid = ns_child(w->spawner_pid);
+	/* python_pid: from_worker took it when the READY's bytes came */
 	w->python_ns_pid = (pid_t)r->pid;
 	(void)snprintf(w->python_version, sizeof w->python_version, "%s",
 	    r->python_version.ptr);
@@ -296,6 +295,15 @@ chan_more(struct loop *l, void *ctx)
 	wchan_process(w);
 }
 
+/* Stops reading the channel: its EOF, or bytes that are not the worker's. */
+static void
+chan_close(struct worker *w)
+{
+	loop_unwatch(w->loop, w->chan);
+	(void)close(w->chan);
+	w->chan = -1;
+}
+
 /*
  * Bytes on the channel count only when the worker itself wrote them (any
  * of its threads): a process that shares its descriptors without being
@@ -321,9 +329,7 @@ from_worker(struct worker *w, pid_t sender, int reaping)
 	/* nothing buffered is handled any more, not even at the death */
 	frame_rx_clear(&w->rx);
 	frame_rx_init(&w->rx, w->cfg.max_frame);
-	loop_unwatch(w->loop, w->chan);
-	(void)close(w->chan);
-	w->chan = -1;
+	chan_close(w);
 	if (w->kill_reason == NULL)
 		w->kill_cause = DEATH_PROTOCOL;
 	if (!reaping)
@@ -359,9 +365,7 @@ chan_read(struct worker *w)
 	 * the worker's end went with frames of ours still unread in it (a
 	 * PIPES or a reply sent as it died), not that the channel failed */
 	if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-		loop_unwatch(w->loop, w->chan);
-		(void)close(w->chan);
-		w->chan = -1;
+		chan_close(w);
 		return;
 	}
 	if (n < 0 && errno != EAGAIN && errno != EINTR) {
