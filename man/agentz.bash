@@ -48,7 +48,7 @@ _agentz()
 	--max-retries|--outage-patience|--max-restarts|--max-cells|--deadline|\
 	--max-tokens|--max-cost|--price|--max-same-failure|--max-parallel-calls|\
 	--output-limit|--cell-timeout|--grace|--memory-limit|--pass-env|\
-	--max-frame|--tmp-size|--max-shown)
+	--max-frame|--tmp-size|--workspace-size|--max-shown)
 		return ;;
 	esac
 	if [ -n "$words" ]; then

@@ -136,6 +136,8 @@ static const struct opt {
 	{ "workspace", K_STR, OFF(workspace), 0, 0, NULL, 0, 0, 0, 0 },
 	{ "tmp-size", K_SIZE64, OFF(tmp_size), 1 << 20, 0, NULL, 0, 0, 0,
 	    0 },
+	{ "workspace-size", K_SIZE64, OFF(workspace_size), 1 << 20, 0, NULL,
+	    1, 0, 0, 0 },
 	{ "mask", K_LIST, OFF(masks), 0, 0, NULL, 0, 1, OFF(nmasks), 0 },
 	{ "ro-bind", K_LIST, OFF(ro_binds), 0, 0, NULL, 0, 1, OFF(nro_binds),
 	    0 },
@@ -620,6 +622,10 @@ config_runner(struct runner_config *rc, const struct config *c,
 	rc->worker.limits.pids = c->pids_limit;
 	rc->worker.limits.nofile = c->nofile_limit;
 	rc->worker.limits.fsize = c->fsize_limit;
+	/* no one file larger than the workspace may hold */
+	if (c->workspace_size > 0 && c->workspace_size < c->fsize_limit)
+		rc->worker.limits.fsize = c->workspace_size;
+	rc->workspace_size = c->workspace_size;
 	rc->cell_timeout_ms = (uint64_t)(c->cell_timeout * 1000.0);
 	rc->grace_ms = (uint64_t)(c->grace * 1000.0);
 	rc->snapshot = c->snapshot;

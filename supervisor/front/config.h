@@ -51,6 +51,7 @@ struct config {
 	double approval_timeout;	/* --approval-timeout, seconds */
 	const char *workspace;		/* NULL = the working directory */
 	uint64_t tmp_size;		/* private /tmp and /dev/shm, each */
+	uint64_t workspace_size;	/* what it may hold, 0: no bound */
 	const char **masks;		/* --mask, NULL-terminated */
 	size_t nmasks;
 	const char **ro_binds;		/* --ro-bind SRC[:DST], NULL-terminated */

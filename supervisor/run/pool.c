@@ -427,6 +427,8 @@ pool_death(struct worker *w, const struct worker_death *d, void *ctx)
 {
 	struct runner *r = ctx;
 
+	if (w == r->w)
+		wsguard_death(r);
 	pool_event(r, w == r->w ? EV_DEATH : EV_STANDBY_DEATH, d);
 }
 

@@ -124,6 +124,18 @@ per_process_limits(struct runner *r)
 		    "RLIMIT_NPROC ", l->pids);
 }
 
+/* --workspace-size in what holds: measured, and no file larger. */
+static void
+workspace_limit(struct runner *r)
+{
+	size_t n = strlen(r->limits);
+
+	if (r->cfg.workspace_size > 0)
+		(void)snprintf(r->limits + n, sizeof r->limits - n,
+		    "; workspace %llu MiB (measured by the supervisor, "
+		    "RLIMIT_FSIZE a file)", mib(r->cfg.workspace_size));
+}
+
 struct runner *
 runner_new(struct loop *l, const struct runner_config *c,
     const struct runner_ops *ops, void *ctx)
@@ -149,8 +161,10 @@ runner_new(struct loop *l, const struct runner_config *c,
 	if (r->contain != NULL)
 		per_process_limits(r);
 	r->cfg.worker.generations = &r->generations;
-	if (r->contain != NULL && new_jail(r) == 0 && egressrun_new(r) == 0)
+	if (r->contain != NULL && new_jail(r) == 0 && egressrun_new(r) == 0) {
+		workspace_limit(r);
 		r->w = worker_new(l, &r->cfg.worker, &runner_worker_ops, r);
+	}
 	if (r->w != NULL && c->snapshot != SNAPSHOT_NEVER &&
 	    (r->standby = worker_new(l, &r->cfg.worker, &runner_worker_ops,
 	    r)) != NULL) {
@@ -180,6 +194,7 @@ runner_free(struct runner *r)
 	loop_timer_cancel(r->loop, r->standby_timer);
 	pool_standby_disarm(r);
 	ladder_cancel(r);
+	wsguard_free(r);
 	procstat_close(&r->ps);
 	contain_free(r->contain);
 	free(r->ns);
@@ -195,6 +210,10 @@ runner_free(struct runner *r)
 int
 runner_start(struct runner *r)
 {
+	if (wsguard_start(r) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
 	return pool_start(r);
 }
 

@@ -61,6 +61,7 @@ struct runner_config {
 	const char *const *deny_hosts;
 	int network_ask;		/* hold an unlisted host for approval */
 	uint64_t max_egress_bytes;	/* both ways; 0: none */
+	uint64_t workspace_size;	/* bytes it may hold; 0: no bound */
 	uint64_t approval_ms;		/* then refused */
 };
 

@@ -11,6 +11,8 @@
  *                mechanism is the worker's: wsnap.c)
  *   hostserve.c  input(), cells and runtime_info requests
  *   nscells.c    which cells' effects are in the namespace
+ *   wsguard.c    --workspace-size: the workspace measured, its growth
+ *                past its size stopped
  *
  * May include: runner.h and what it includes, procstat.h, sandbox/.
  */
@@ -68,6 +70,8 @@ enum pool_state {
 				 * (ops.fatal was told) */
 };
 
+struct dirsize;
+
 struct runner {
 	struct loop *loop;
 	struct runner_config cfg;
@@ -86,7 +90,7 @@ struct runner {
 	struct contain *contain;
 	struct jail *jail;
 	struct jail_config jc;	/* cfg.jail, /tmp sized for the limits */
-	char limits[320];	/* which ceilings hold (runner_limits) */
+	char limits[448];	/* which ceilings hold (runner_limits) */
 	struct cells cells;
 	struct cell *current;	/* running in the worker */
 	struct cell *pending;	/* recorded, waiting for a ready worker */
@@ -124,6 +128,21 @@ struct runner {
 	void *death_ctx;
 	struct egress *egress;	/* --network proxy, or NULL */
 	char netdesc[1024];	/* runner_network_desc's */
+	/* --workspace-size (wsguard.c): the walk under way, what the last
+	 * complete one found, what the workspace may hold (the size, or
+	 * what it held over it), and a kill of ours whose death is awaited
+	 * (walks judge nothing until it came and the workspace was
+	 * measured again) */
+	struct wsguard {
+		char *path;		/* the workspace, resolved */
+		struct dirsize *walk;	/* NULL between walks */
+		uint64_t timer;
+		uint64_t walk_us;	/* when the walk began */
+		uint64_t bytes;
+		uint64_t bound;
+		int killing;
+		unsigned kills;
+	} ws;
 };
 
 /* egressrun.c: the egress proxy once the jail exists (0: made, or not
@@ -194,6 +213,15 @@ void snapshot_lost(struct runner *r, struct cell *c);
 void hostserve_request(struct worker *w, const struct msg_request *q,
     void *ctx);
 void hostserve_input_stop(struct runner *r);
+
+/* wsguard.c: --workspace-size: the workspace measured now (0, or -1
+ * logged: it cannot be) and again and again while the run lives, the
+ * worker's tree killed when it grows past its size; the cells' worker
+ * died (after such a kill: what the workspace holds now is measured, the
+ * bound from then on); the walks ended. */
+int wsguard_start(struct runner *r);
+void wsguard_death(struct runner *r);
+void wsguard_free(struct runner *r);
 
 /* nscells.c: the cells in the namespace: a new worker has none; a cell
  * that ran is added; the record gets the set as text ("1-3,5"). */

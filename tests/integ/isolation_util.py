@@ -503,6 +503,26 @@ class Gate:
                 pass
 
 
+# --- agent runs --------------------------------------------------------------
+
+def turns(code_text, match):
+    """A ModelServer script's turns: the request whose input holds match
+    gets code_text as the next cell, then the continuation a text."""
+    return [{"match": match, "next_cell": {"code": code_text,
+                                           "summary": "step"}},
+            {"text": "ok"}]
+
+
+def cell_ends(out):
+    """The records of an `agentz --json` run's cell_end events, by cell."""
+    ends = {}
+    for line in out.splitlines():
+        ev = json.loads(line)
+        if ev.get("type") == "cell_end":
+            ends[ev["cell"]] = ev["record"]
+    return ends
+
+
 @pytest.fixture(params=["root", "user"])
 def who(request):
     if request.param == "root" and not IS_ROOT:

@@ -18,7 +18,6 @@ copy), carries the test's marker (its argv, or its comm) and is SIGKILLed
 by the test afterwards if still there; every run is a session leader with
 a hard timeout (isolation_util's Ctx).
 """
-import json
 import threading
 import time
 
@@ -26,7 +25,7 @@ import pytest
 
 from agentz_util import SAN, status_kb
 from model_server import ModelServer
-from isolation_util import RUN_TIMEOUT, brief
+from isolation_util import RUN_TIMEOUT, brief, cell_ends, turns
 from isolation_util import ctx, who  # noqa: F401 (the fixtures)
 
 FLOOD_S = 20                     # the longest a flood can run
@@ -254,19 +253,13 @@ def test_the_pipes_stay_while_only_the_worker_holds_them(ctx):
 
 # --- an agent run ------------------------------------------------------------
 
-def _turns(code_text, match):
-    return [{"match": match, "next_cell": {"code": code_text,
-                                           "summary": "step"}},
-            {"text": "ok"}]
-
-
 def test_a_leftover_flood_stays_out_of_an_agent_runs_later_cell(ctx):
     marks = [ctx.marker() for _ in KINDS]
     cell1 = "".join(flood_code(k, m) for k, m in zip(KINDS, marks)) + \
         "call_me(input='NEXT-CELL')\n"
     cell2 = later_cell() + "call_me(input='LAST-CELL')\n"
-    script = (_turns(cell1, "Submit the first Python cell") +
-              _turns(cell2, "NEXT-CELL") + _turns("quit()\n", "LAST-CELL"))
+    script = (turns(cell1, "Submit the first Python cell") +
+              turns(cell2, "NEXT-CELL") + turns("quit()\n", "LAST-CELL"))
     with ModelServer(script) as srv:
         p, f = ctx.start([ctx.agentz, "--json", "--base-url", srv.base_url,
                           "--max-retries", "0", "--cell-timeout", "30",
@@ -278,11 +271,7 @@ def test_a_leftover_flood_stays_out_of_an_agent_runs_later_cell(ctx):
             kb = peak.done()
             f.close()
     assert p.returncode == 0, err[-3000:]
-    ends = {}
-    for line in out.splitlines():
-        ev = json.loads(line)
-        if ev.get("type") == "cell_end":
-            ends[ev["cell"]] = ev["record"]
+    ends = cell_ends(out)
     assert sorted(ends) == [0, 1, 2, 3], (sorted(ends), err[-2000:])
     assert ends[1]["status"] == "ok", brief(ends[1])
     rec = ends[2]
