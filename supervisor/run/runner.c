@@ -349,6 +349,7 @@ exec_current(struct runner *r)
 {
 	struct cell *c = r->current;
 
+	r->ws.ran = 1;
 	if (worker_exec(r->w, c->n, c->code, c->code_len) < 0)
 		worker_kill(r->w, "cannot send the cell to the worker");
 	/* a standby once this cell has run long enough to be worth one */

@@ -130,17 +130,21 @@ struct runner {
 	char netdesc[1024];	/* runner_network_desc's */
 	/* --workspace-size (wsguard.c): the walk under way, what the last
 	 * complete one found, what the workspace may hold (the size, or
-	 * what it held over it), and a kill of ours whose death is awaited
+	 * what it held over it), a kill of ours whose death is awaited
 	 * (walks judge nothing until it came and the workspace was
-	 * measured again) */
+	 * measured again), and whether a cell ran since (a walk that fails
+	 * kills only a worker that has run one: a fresh one writes nothing) */
 	struct wsguard {
 		char *path;		/* the workspace, resolved */
 		struct dirsize *walk;	/* NULL between walks */
 		uint64_t timer;
-		uint64_t walk_us;	/* when the walk began */
+		uint64_t cost_us;	/* the walk's slices, so far */
+		uint64_t due_us;	/* the next walk, unless sooner */
 		uint64_t bytes;
+		uint64_t ref_free;	/* its filesystem's free bytes then */
 		uint64_t bound;
 		int killing;
+		int ran;		/* a cell was sent since the kill */
 		unsigned kills;
 	} ws;
 };

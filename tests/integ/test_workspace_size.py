@@ -15,11 +15,12 @@ and a `timeout -s KILL`. Nothing waits on time: a writer ends by the kill
 (the record says so) or by its own bound (the test fails).
 """
 import os
+import subprocess
 
 import pytest
 
 from model_server import ModelServer
-from isolation_util import RUN_TIMEOUT, brief, cell_ends, turns
+from isolation_util import IS_ROOT, RUN_TIMEOUT, brief, cell_ends, turns
 from isolation_util import ctx, who  # noqa: F401 (the fixtures)
 
 MIB = 1 << 20
@@ -163,13 +164,40 @@ def test_a_leftover_writing_between_cells_is_stopped(ctx, kind):
     assert len(files_in(ctx.ws, "t")) < FILES_MAX
 
 
-def test_a_tree_too_deep_to_measure_is_not_let_grow(ctx):
-    """Deeper than the walk goes (an open folder a level): the cell ends."""
+@pytest.fixture
+def own_fs(ctx):
+    """The workspace on a filesystem of the test's own (a 256 MiB tmpfs,
+    root only): what a walk cannot measure is judged by what its
+    filesystem loses, which the other tests' writes must not reach."""
+    if not IS_ROOT:
+        pytest.skip("mounting the test's own filesystem needs root")
+    d = ctx.visible_dir("agentz-wsfs-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0755",
+                    "agentz-wsfs", d], check=True)
+    try:
+        ws = ctx.mkdir(os.path.join(d, "ws"))
+        yield ws
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
+
+
+def test_a_tree_too_deep_to_walk_may_not_grow_and_can_be_removed(ctx,
+                                                                 own_fs):
+    """Deeper than the walk goes (an open folder a level): what the
+    filesystem loses counts instead, so a cell filling the deep folder is
+    killed; removing the tree needs no walk, and then walks count again."""
     deep = ("import os\n"
-            "os.makedirs('/'.join(['d'] * 300))\n" + WAIT_FOR_KILL)
-    run = ctx.run([deep], args=("--workspace-size", SIZE), expect_rc=1)
-    assert_killed(run.recs[0], "cannot be measured (--workspace-size): "
-                  "'d' in it: more than 256 folders deep")
+            "os.makedirs('/'.join(['d'] * 300))\n"
+            "os.chdir('/'.join(['d'] * 300))\n" + fill("x"))
+    remove = "import shutil\nshutil.rmtree('d')\nprint('removed')\n"
+    run = ctx.run([deep, remove, fill("f")], args=("--workspace-size", SIZE),
+                  expect_rc=1, cwd=own_fs)
+    assert_killed(run.recs[0], "a walk cannot measure it, 'd' in it: more "
+                  "than 256 folders deep), over its size (4 MiB, "
+                  "--workspace-size)")
+    assert run.recs[1]["output"] == "removed\n", brief(run.recs[1])
+    assert_killed(run.recs[2])
+    assert len(files_in(own_fs, "f")) < FILES_MAX
 
 
 def test_a_folder_made_unreadable_is_counted_all_the_same(ctx):
