@@ -9,6 +9,8 @@
 #   make fuzz       libFuzzer on the frame decoder, the JSON scanner and
 #                   the SSE parser, bounded time
 #   make lint       clang-tidy, cppcheck, header self-containment
+#   make image      an OCI image archive, build/agentz-image.tar (root)
+#   make check-container  that image under Podman (root; not in check)
 #   make install    binaries, unit, man page, completion, docs (PREFIX,
 #                   DESTDIR); make uninstall removes them
 #
@@ -101,7 +103,7 @@ $(O)/worker/%.o $(O)/sandbox/seccomp%.o: \
 $(O)/proto/%.o: ALL_CFLAGS += $(call pc_cflags,msgpack)
 $(O)/tests/unit/%.o: ALL_CFLAGS += $(call pc_cflags,cmocka)
 
-.PHONY: all deps check check-systemd fixtures unit unit-bin check-unit integ integ-ready demo bench fuzz lint \
+.PHONY: all deps check check-systemd check-container image fixtures unit unit-bin check-unit integ integ-ready demo bench fuzz lint \
 	check-headers clean verify-units install uninstall report-demo
 all: $(O)/agentz $(O)/agentz-worker
 
@@ -296,6 +298,19 @@ check: fixtures
 check-systemd: all
 	AGENTZ_BUILD=$(CURDIR)/$(O) $(PY) -m pytest -q -p no:cacheprovider \
 	    tests/systemd
+
+# An OCI image archive of the two binaries and the Python they need, built
+# offline from a debootstrapped Debian 12 (root): docs/deploying.md.
+image: all
+	scripts/make-image $(O) $(O)/agentz-image.tar
+
+# The image under rootful Podman (not in make check: root, Podman, the
+# image): what holds under the runtime's defaults, and the attack subset
+# with /proc unmasked (tests/container).
+check-container: image
+	scripts/install-deps container
+	AGENTZ_BUILD=$(CURDIR)/$(O) $(PY) -m pytest -q -p no:cacheprovider \
+	    tests/container
 
 # Only the demo's packages (a C compiler, the -dev libraries, python3):
 # never clang, the test tools or chromium.
