@@ -11,12 +11,13 @@
  * same-uid cell can neither ptrace it nor write its memory through
  * /proc/PID/mem, and with oom_score_adj 0 (the worker has 1000). It
  * leaves the worker's session, blocks every signal it can, holds none of
- * the worker's pipes or channel (/dev/null on 1-4) and waits in recvmsg
- * on the spare socket, running no Python. Promotion installs the descriptors it is sent,
- * drops the signals that arrived meanwhile, then lets CPython finish its
- * after-fork work (PyOS_AfterFork_Child runs here, not at the fork, so
- * that at-fork hooks a cell registered never run in a waiting snapshot),
- * repairs the channel state and the runtime, and sends READY.
+ * the worker's pipes or channel (/dev/null on 1-4) and waits in poll
+ * on the spare socket (see await_promotion), running no Python.
+ * Promotion installs the descriptors it is sent, drops the signals that
+ * arrived meanwhile, then lets CPython finish its after-fork work
+ * (PyOS_AfterFork_Child runs here, not at the fork, so that at-fork
+ * hooks a cell registered never run in a waiting snapshot), repairs the
+ * channel state and the runtime, and sends READY.
  *
  * The discard kills with pidfd_send_signal where the seccomp profile
  * allows it, otherwise with kill(); either only while waitid says the
@@ -27,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -251,7 +253,18 @@ refuse(int *fds, int n, int max)
 	_exit(WEXIT_PROTOCOL);
 }
 
-/* Blocks until the promotion; EOF ends the snapshot, garbage too. */
+/*
+ * Blocks until the promotion; EOF ends the snapshot, garbage too.
+ *
+ * Every snapshot the worker forked shares the spare socket, and a
+ * discarded one (SIGKILLed, see discard()) may not have run since: one
+ * still asleep in a blocking recvmsg would, once scheduled, take a
+ * datagram queued meanwhile (unix_dgram_recvmsg looks at the queue
+ * before at its pending signal) and die with the promotion's
+ * descriptors, leaving the live snapshot waiting. So we wait in poll,
+ * which only looks, and take the datagram without blocking: a killed
+ * snapshot never gets back to user space from poll to take it.
+ */
 static void
 await_promotion(struct promote_msg *pm, int fds[PROMOTE_NFDS])
 {
@@ -265,14 +278,20 @@ await_promotion(struct promote_msg *pm, int fds[PROMOTE_NFDS])
 	struct msghdr mh;
 	ssize_t len;
 
-	memset(&mh, 0, sizeof mh);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = cb.b;
-	mh.msg_controllen = sizeof cb.b;
-	do
-		len = recvmsg(WORKER_SPARE_FD, &mh, MSG_CMSG_CLOEXEC);
-	while (len < 0 && errno == EINTR);
+	do {
+		struct pollfd pfd = { WORKER_SPARE_FD, POLLIN, 0 };
+
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			_exit(WEXIT_CHANNEL);
+		memset(&mh, 0, sizeof mh);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cb.b;
+		mh.msg_controllen = sizeof cb.b;
+		len = recvmsg(WORKER_SPARE_FD, &mh, MSG_DONTWAIT |
+		    MSG_CMSG_CLOEXEC);
+	} while (len < 0 && (errno == EINTR || errno == EAGAIN ||
+	    errno == EWOULDBLOCK));
 	if (len < 0)
 		_exit(WEXIT_CHANNEL);
 	n = fd_take_fds(&mh, got, PROMOTE_NFDS + 1);
