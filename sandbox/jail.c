@@ -63,7 +63,66 @@ struct jail {
 	unsigned rebuilds;	/* new inits after a lost one */
 	int built;		/* was active once: never runs a worker
 				 * without it again */
+	/* best-effort without the view: the Landlock domain a worker gets
+	 * instead (jail_fallback), its ABI (0: none) */
+	int fb_abi;
+	const char *fb_ro[16];
+	const char *fb_rw[4];
+	const char *fb_files[8];
+	char *fb_bins[2];	/* the binaries' folders */
 };
+
+/*
+ * What a worker may reach without the view: what the view would show of
+ * the host, read-only (the interpreter's folders, /etc, /proc, the
+ * binaries' folders), the workspace, /tmp and /dev/shm writable, the
+ * harmless devices. Anything else - homes, /run, /var, a key file - is
+ * out of reach. Landlock's ABI, or 0 when the kernel has none.
+ */
+static void
+plan_fallback(struct jail *j, const struct jail_config *c)
+{
+	static const char *const ro[] = { "/usr", "/bin", "/sbin", "/lib",
+	    "/lib32", "/lib64", "/libx32", "/etc", "/proc" };
+	static const char *const files[] = { "/dev/null", "/dev/zero",
+	    "/dev/full", "/dev/random", "/dev/urandom", NULL };
+	size_t i, n = 0;
+
+	if ((j->fb_abi = landlock_abi()) <= 0 || j->workspace == NULL)
+		return;
+	for (i = 0; i < sizeof ro / sizeof ro[0]; i++)
+		j->fb_ro[n++] = ro[i];
+	for (i = 0; i < 2 && c->protect != NULL && c->protect[i] != NULL;
+	    i++) {
+		char *slash;
+
+		if ((j->fb_bins[i] = strdup(c->protect[i])) == NULL)
+			break;
+		if ((slash = strrchr(j->fb_bins[i], '/')) != NULL &&
+		    slash != j->fb_bins[i])
+			*slash = '\0';
+		j->fb_ro[n++] = j->fb_bins[i];
+	}
+	j->fb_ro[n] = NULL;
+	j->fb_rw[0] = j->workspace;
+	j->fb_rw[1] = "/tmp";
+	j->fb_rw[2] = "/dev/shm";
+	j->fb_rw[3] = NULL;
+	memcpy(j->fb_files, files, sizeof files);
+}
+
+int
+jail_fallback(const struct jail *j, const char *const **ro,
+    const char *const **rw_dirs, const char *const **rw_files)
+{
+	if (j == NULL || j->active || j->mode != JAIL_BEST_EFFORT ||
+	    j->fb_abi <= 0)
+		return 0;
+	*ro = j->fb_ro;
+	*rw_dirs = j->fb_rw;
+	*rw_files = j->fb_files;
+	return j->fb_abi;
+}
 
 static int
 wait_readable(int fd, int ms)
@@ -390,7 +449,13 @@ jail_new(const struct jail_config *c, char *err, size_t errlen)
 		return NULL;
 	}
 	j->active = 0;
-	(void)snprintf(j->desc, sizeof j->desc, "none (%s)", err);
+	plan_fallback(j, c);
+	if (j->fb_abi > 0)
+		(void)snprintf(j->desc, sizeof j->desc, "landlock=%d (no "
+		    "view: %s; files outside what it would show are out of "
+		    "reach)", j->fb_abi, err);
+	else
+		(void)snprintf(j->desc, sizeof j->desc, "none (%s)", err);
 	return j;
 }
 
@@ -414,6 +479,8 @@ jail_free(struct jail *j)
 	if (j->first_net >= 0)
 		(void)close(j->first_net);
 	view_plan_free(j->plan);
+	free(j->fb_bins[0]);
+	free(j->fb_bins[1]);
 	free(j->child.rw_dirs);
 	free(j->child.rw_files);
 	free(j->workspace);

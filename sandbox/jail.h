@@ -16,6 +16,10 @@
  * joins those namespaces (jail_child_enter) and forks the worker, which
  * takes its identity and Landlock domain (jail_child_worker) and execs.
  *
+ * A best-effort jail that cannot be built gives its workers a Landlock
+ * domain instead (jail_fallback): reads beneath what the view would show,
+ * writes in the workspace, /tmp and /dev/shm.
+ *
  * Should the init be killed from outside (its namespaces die with it),
  * jail_lost says so and jail_rebuild makes a new init, namespaces and
  * view from the same plan.
@@ -115,6 +119,14 @@ const char *jail_network(const struct jail *j);
  * descriptor, or -1 with errno.
  */
 int jail_net_listen(const struct jail *j, unsigned short port);
+/*
+ * A best-effort jail whose view could not be built: the Landlock domain
+ * its workers get instead (landlock_restrict_reads' lists, valid as long
+ * as the jail), and its ABI; 0 when there is none (an active jail, a
+ * required or an off one, no Landlock).
+ */
+int jail_fallback(const struct jail *j, const char *const **ro,
+    const char *const **rw_dirs, const char *const **rw_files);
 /* The workspace (also without a view: the worker's cwd), or NULL. */
 const char *jail_workspace(const struct jail *j);
 /* The init's pid (ours, a child of the supervisor), 0 when inactive. */

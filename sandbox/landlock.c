@@ -83,8 +83,12 @@ static const struct {
 	    LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET },
 };
 
+/* Reading, listing and executing: handled only when ro_dirs is given. */
+#define READ_RIGHTS	(LL_FS(EXECUTE) | LL_FS(READ_FILE) | LL_FS(READ_DIR))
+
 /* The rights a rule on a file (not a directory) may carry. */
-#define FILE_RIGHTS	(LL_FS(WRITE_FILE) | LL_FS(TRUNCATE))
+#define FILE_RIGHTS	(LL_FS(WRITE_FILE) | LL_FS(TRUNCATE) | \
+			 LL_FS(READ_FILE) | LL_FS(EXECUTE))
 
 int
 landlock_abi(void)
@@ -170,6 +174,13 @@ int
 landlock_restrict(const char *const *rw_dirs, const char *const *rw_files,
     int abi)
 {
+	return landlock_restrict_reads(NULL, rw_dirs, rw_files, abi);
+}
+
+int
+landlock_restrict_reads(const char *const *ro_dirs,
+    const char *const *rw_dirs, const char *const *rw_files, int abi)
+{
 	struct ruleset_attr attr;
 	size_t size;
 	int kabi, fd;
@@ -181,11 +192,14 @@ landlock_restrict(const char *const *rw_dirs, const char *const *rw_files,
 		return -1;
 	}
 	size = handled(abi, &attr);
+	if (ro_dirs != NULL)
+		attr.handled_access_fs |= READ_RIGHTS;
 	fd = (int)syscall(SYS_landlock_create_ruleset, &attr, size,
 	    (uint32_t)0);
 	if (fd < 0)
 		return -1;
-	if (add_rules(fd, rw_dirs, attr.handled_access_fs, 1) < 0 ||
+	if (add_rules(fd, ro_dirs, READ_RIGHTS, 1) < 0 ||
+	    add_rules(fd, rw_dirs, attr.handled_access_fs, 1) < 0 ||
 	    add_rules(fd, rw_files, attr.handled_access_fs, 0) < 0)
 		return fail_close(fd);
 	/* Last, so that a bad path above leaves the process unchanged. */

@@ -71,4 +71,14 @@ int landlock_abi(void);
 int landlock_restrict(const char *const *rw_dirs, const char *const *rw_files,
     int abi);
 
+/*
+ * landlock_restrict, and reading too: with it reading a file, listing a
+ * directory and executing are handled as well, allowed beneath each of
+ * ro_dirs and rw_dirs and on each of rw_files, denied elsewhere. For a
+ * worker without the mount view (a best-effort jail that could not be
+ * built): the files it may reach are then those the view would show.
+ */
+int landlock_restrict_reads(const char *const *ro_dirs,
+    const char *const *rw_dirs, const char *const *rw_files, int abi);
+
 #endif

@@ -27,6 +27,7 @@
 
 #include "common/log.h"
 #include "proto/wexit.h"
+#include "sandbox/landlock.h"
 #include "supervisor/text/secrets.h"
 
 #define MAX_ARGS 20
@@ -103,6 +104,9 @@ struct spawn_args {
 	int exe;		/* -1: exec path instead */
 	const struct jail *jail;	/* NULL: no jail */
 	const char *cwd;		/* without a jail: the workspace */
+	/* without a jail's view: Landlock instead (jail_fallback; 0: none) */
+	int fb_abi;
+	const char *const *fb_ro, *const *fb_rw, *const *fb_files;
 };
 
 /* Where the executable's descriptor and the init's status pipe sit in
@@ -296,6 +300,9 @@ child(const struct spawn_args *a)
 		child_fail("rlimits");
 	if (a->jail == NULL && contain_child_drop_caps() < 0)
 		child_fail("drop capabilities");
+	if (a->fb_abi > 0 && landlock_restrict_reads(a->fb_ro, a->fb_rw,
+	    a->fb_files, a->fb_abi) < 0)
+		child_fail("Landlock (no view)");
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP)
 			(void)signal(i, SIG_DFL);
@@ -392,6 +399,8 @@ wspawn_fork(struct worker *w, const int *theirs)
 	a.exe = w->exe;
 	a.jail = jail_active(w->cfg.jail) ? w->cfg.jail : NULL;
 	a.cwd = a.jail == NULL ? jail_workspace(w->cfg.jail) : NULL;
+	a.fb_abi = jail_fallback(w->cfg.jail, &a.fb_ro, &a.fb_rw,
+	    &a.fb_files);
 	w->spawned_us = loop_now_us();
 	w->spawner_pid = clone_child(w);
 	if (w->spawner_pid < 0)

@@ -1,6 +1,7 @@
 """agentz's image (make image) under rootful Podman (issue 24, item 2):
-what holds under the runtime's defaults, said where the operator and the
-cell look; and with /proc unmasked (the one setting the full world needs
+what holds under the runtime's defaults (no view: seccomp, rlimits and a
+Landlock domain that keeps the cells to what the view would show), said
+where the operator and the cell look; and with /proc unmasked (the one setting the full world needs
 under Podman 4.3's default seccomp profile and capabilities) the world
 holds inside the container as on the host: the view, the network, no
 set-id bits, nothing of the state folder but the workspace.
@@ -96,12 +97,17 @@ def _err(fn):
         return errno.errorcode.get(e.errno, str(e.errno))
 def _connect():
     socket.create_connection(("192.0.2.1", 53), timeout=5).close()
+def _root():
+    try:
+        return sorted(os.listdir("/"))
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
 def _setuid():
     open("f", "w").close()
     os.chmod("f", 0o4755)
 print(json.dumps({
     "uid": os.getuid(),
-    "root": sorted(os.listdir("/")),
+    "root": _root(),
     "beside": _err(lambda: open("%s/beside" % os.path.dirname(os.getcwd()))),
     "connect": _err(_connect),
     "setuid": _err(_setuid),
@@ -118,16 +124,20 @@ def probe(rec):
 def test_the_runtimes_defaults_run_cells_and_say_what_holds(image, state):
     p, recs = run(image, state, ["exec", "--json", "-"], [PROBE])
     assert p.returncode == 0, p.stderr
-    # said at the start, and in the record
-    assert "isolation incomplete: none (cannot build the worker's view: " \
-        "mount /proc /proc: Operation not permitted)" in p.stderr, p.stderr
+    # said at the start, and in the record: Landlock instead of the view
+    assert "isolation incomplete: landlock=7 (no view: cannot build the " \
+        "worker's view: mount /proc /proc: Operation not permitted; files " \
+        "outside what it would show are out of reach)" in p.stderr, p.stderr
     w = recs[0]["worker"]
-    assert w["isolation"].startswith("none (cannot build the worker's view"), w
+    assert w["isolation"].startswith("landlock=7 (no view: cannot build "
+                                     "the worker's view"), w
     assert w["network"] == "host", w
     assert "seccomp=default" in w["sandbox"], w
     got = probe(recs[0])
     assert got["uid"] == 1000 and got["cwd"] == STATE + "/workspace", got
     assert got["setuid"] == "EPERM", got      # seccomp holds without a view
+    assert got["beside"] == "EACCES", got     # Landlock: only the workspace
+    assert got["root"] == "EACCES", got       # and what the view would show
     # --isolation required refuses to start, and says why
     p, recs = run(image, state, ["exec", "--json", "--isolation", "required",
                                  "-"], ["print(1)"])

@@ -2,8 +2,8 @@
 3; no cluster is reachable here). Podman 4.3 ignores the spec's procMount:
 Unmasked, so the worker's world cannot be built in a played pod: the
 shipped spec, with the key from a Secret mounted as a file, refuses to
-run (--isolation required: exit 3, said). Played degraded (best-effort,
-no key), the run starts with the state on a claimed volume and the
+run (--isolation required: exit 3, said). Played degraded (best-effort:
+no view, but Landlock keeps the cells from the key file), the run starts with the state on a claimed volume and the
 endpoint from a ConfigMap, its pod is killed mid-cell (`podman pod
 kill`), played again, and the run resumes from the journal on the volume
 to quit() with the killed cell recorded once. The Job and the Sandbox
@@ -13,7 +13,7 @@ What the test changes in the played spec, and why: the image (the one
 loaded), the task, hostNetwork (its model server listens on the host's
 127.0.0.1), hostUsers (Podman plays `false` as --userns=auto, which needs
 /etc/subuid ranges for a user `containers` this machine has none of), and
-for the resume the isolation and the key (above). Podman
+for the resume the isolation (above). Podman
 4.3 writes a kube Secret's `data` into the mounted
 file still base64-encoded (and ignores `stringData`): the played key
 file holds the encoded text (the local model server needs none).
@@ -77,8 +77,8 @@ def kube(tmp_path):
 
 def played(names, image_ref, task, base_url, tmp_path, degraded=False):
     """The shipped pod.yaml with the test's changes, and its ConfigMap.
-    degraded: --isolation best-effort and no key volume (Podman 4.3 cannot
-    unmask /proc for a played pod, so the shipped spec refuses to run)."""
+    degraded: --isolation best-effort (Podman 4.3 cannot unmask /proc for
+    a played pod, so the shipped spec refuses to run)."""
     doc = load("pod.yaml")[0]
     doc["metadata"]["name"] = names["pod"]
     spec = doc["spec"]
@@ -96,9 +96,6 @@ def played(names, image_ref, task, base_url, tmp_path, degraded=False):
     if degraded:
         i = c["args"].index("--isolation")
         c["args"][i + 1] = "best-effort"
-        spec["volumes"] = [v for v in spec["volumes"] if "secret" not in v]
-        c["volumeMounts"] = [m for m in c["volumeMounts"]
-                             if m["name"] != "key"]
     pod = tmp_path / "pod.yaml"
     pod.write_text(yaml.safe_dump(doc))
     cm = tmp_path / "cm.yaml"
@@ -151,7 +148,13 @@ def test_a_killed_pod_is_played_again_and_resumes_from_its_volume(kube,
     from model_server import ModelServer
 
     podman, names, tmp = kube
-    first = ("open('done-once', 'a').write('x')\n"
+    play_secret(podman, names, tmp)
+    first = ("try:\n"
+             "    open('/run/secrets/agentz/openai_api_key').read()\n"
+             "    print('KEY-READ')\n"
+             "except OSError as e:\n"
+             "    print('key', type(e).__name__)\n"
+             "open('done-once', 'a').write('x')\n"
              "print('MID-CELL', flush=True)\n"
              "import time\n"
              "time.sleep(3600)\n")
@@ -170,6 +173,8 @@ def test_a_killed_pod_is_played_again_and_resumes_from_its_volume(kube,
                 if "MID-CELL" in line:
                     break
             assert "MID-CELL" in seen, seen
+            # no view, but Landlock keeps the key file out of reach
+            assert "key PermissionError" in seen, seen
         finally:
             logs.kill()
             logs.wait()
@@ -183,7 +188,8 @@ def test_a_killed_pod_is_played_again_and_resumes_from_its_volume(kube,
         out = podman("logs", ctr)
     assert w.stdout.strip() == "0", (w.stdout, out.stderr)
     assert "went on" in out.stdout, out.stdout
-    assert "isolation incomplete" in out.stderr, out.stderr   # and said
+    assert "isolation incomplete: landlock=7 (no view" in out.stderr, \
+        out.stderr   # and said
     vol = podman("volume", "inspect", names["claim"])
     state = json.loads(vol.stdout)[0]["Mountpoint"]
     assert open(os.path.join(state, "workspace", "done-once")).read() == "x"

@@ -672,6 +672,43 @@ test_older_abi_handles_less(void **state)
 	assert_true(reads_as(at(((struct tmp *)*state)->b, "existing"), ""));
 }
 
+/* --- reads too: the domain a worker gets without the view --------------- */
+
+static void
+fs_reads(const struct tmp *t)
+{
+	const char *ro[] = { "/usr", NULL };
+	const char *rw[] = { t->a, NULL };
+	const char *files[] = { "/dev/null", NULL };
+	int fd;
+
+	CHECK(landlock_restrict_reads(ro, rw, files, abi) == 0);
+	/* beneath ro: read and execute, never write */
+	CHECK((fd = open("/usr/bin/env", O_RDONLY | O_CLOEXEC)) >= 0);
+	(void)close(fd);
+	CHECK(access("/usr/bin/env", X_OK) == 0);
+	FAILS(open("/usr/bin/agentz-no-such", O_WRONLY | O_CREAT, 0600),
+	    EACCES);
+	/* beneath rw: everything; the listed file: read and write */
+	CHECK(write_path(at(t->a, "new"), O_CREAT) == 0);
+	CHECK(reads_as(at(t->a, "new"), "x"));
+	CHECK(write_path("/dev/null", 0) == 0);
+	/* elsewhere: no reading, no listing (stat still answers) */
+	FAILS(open(at(t->b, "existing"), O_RDONLY | O_CLOEXEC), EACCES);
+	FAILS(open("/etc/hostname", O_RDONLY | O_CLOEXEC), EACCES);
+	FAILS(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), EACCES);
+}
+
+static void
+test_reads_only_beneath_ro_and_rw(void **state)
+{
+	need_abi(1);
+	run_child(fs_reads, *state);
+	/* the child's restriction stayed in the child */
+	assert_true(reads_as(at(((struct tmp *)*state)->b, "existing"),
+	    "hello"));
+}
+
 #define T(f)	cmocka_unit_test_setup_teardown(f, tmp_setup, tmp_teardown)
 
 int
@@ -686,6 +723,7 @@ main(void)
 		T(test_missing_paths_are_skipped),
 		T(test_refusals_change_nothing),
 		T(test_older_abi_handles_less),
+		T(test_reads_only_beneath_ro_and_rw),
 	};
 
 	return cmocka_run_group_tests_name("landlock", tests, group_setup,
