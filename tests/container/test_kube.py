@@ -72,6 +72,8 @@ def kube(tmp_path):
     yield podman, names, tmp_path
     podman("pod", "rm", "-f", names["pod"], check=False)
     podman("secret", "rm", names["key"], check=False)
+    # a played Secret is kept as a volume of its name too
+    podman("volume", "rm", "-f", names["key"], check=False)
     podman("volume", "rm", "-f", names["claim"], check=False)
 
 
