@@ -87,9 +87,10 @@ plan_fallback(struct jail *j, const struct jail_config *c)
 	static const char *const files[] = { "/dev/null", "/dev/zero",
 	    "/dev/full", "/dev/random", "/dev/urandom", NULL };
 	size_t i, n = 0;
+	int abi = landlock_abi();
 
-	if ((j->fb_abi = landlock_abi()) <= 0 || j->workspace == NULL)
-		return;
+	if (abi <= 0 || j->workspace == NULL)
+		return;		/* none: fb_abi stays 0 */
 	for (i = 0; i < sizeof ro / sizeof ro[0]; i++)
 		j->fb_ro[n++] = ro[i];
 	for (i = 0; i < 2 && c->protect != NULL && c->protect[i] != NULL;
@@ -109,14 +110,15 @@ plan_fallback(struct jail *j, const struct jail_config *c)
 	j->fb_rw[2] = "/dev/shm";
 	j->fb_rw[3] = NULL;
 	memcpy(j->fb_files, files, sizeof files);
+	j->fb_abi = abi;
 }
 
 int
 jail_fallback(const struct jail *j, const char *const **ro,
     const char *const **rw_dirs, const char *const **rw_files)
 {
-	if (j == NULL || j->active || j->mode != JAIL_BEST_EFFORT ||
-	    j->fb_abi <= 0)
+	/* planned only where a best-effort jail could not be built */
+	if (j == NULL || j->fb_abi <= 0)
 		return 0;
 	*ro = j->fb_ro;
 	*rw_dirs = j->fb_rw;

@@ -24,7 +24,6 @@ struct dirsize {
 	unsigned max_depth;
 	int flags;
 	uint64_t bytes;
-	uint64_t entries;
 	char where[256];	/* the entry a failure is about */
 	DIR *stack[];		/* [0] the root */
 };
@@ -85,7 +84,6 @@ dirsize_start(const char *root, unsigned max_depth, int flags)
 	}
 	d->dev = st.st_dev;
 	d->bytes = on_disk(&st);
-	d->entries = 1;
 	return d;
 }
 
@@ -110,7 +108,6 @@ take(struct dirsize *d, const char *name)
 	if (st.st_dev != d->dev)
 		return 0;		/* something mounted here */
 	d->bytes += on_disk(&st);
-	d->entries++;
 	if (!S_ISDIR(st.st_mode))
 		return 0;
 	if (d->depth == d->max_depth)
@@ -153,12 +150,6 @@ uint64_t
 dirsize_bytes(const struct dirsize *d)
 {
 	return d->bytes;
-}
-
-uint64_t
-dirsize_entries(const struct dirsize *d)
-{
-	return d->entries;
 }
 
 const char *

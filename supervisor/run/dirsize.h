@@ -38,9 +38,8 @@ struct dirsize *dirsize_start(const char *root, unsigned max_depth,
  * it). An entry gone before it was read is not an error.
  */
 int dirsize_step(struct dirsize *d, unsigned n);
-/* Bytes on disk and entries counted so far (the root's own included). */
+/* Bytes on disk counted so far (the root's own included). */
 uint64_t dirsize_bytes(const struct dirsize *d);
-uint64_t dirsize_entries(const struct dirsize *d);
 /* The entry the walk failed at (its name, relative to its folder), or
  * "" when none. */
 const char *dirsize_where(const struct dirsize *d);

@@ -145,7 +145,6 @@ struct runner {
 		uint64_t bound;
 		int killing;
 		int ran;		/* a cell was sent since the kill */
-		unsigned kills;
 	} ws;
 };
 

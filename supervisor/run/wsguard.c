@@ -163,7 +163,6 @@ walk_now(struct runner *r, uint64_t *b, char *where, size_t len)
 static void
 kill_for(struct runner *r, const char *why)
 {
-	r->ws.kills++;
 	r->ws.ran = 0;
 	log_warnx("%s: the worker's processes are killed", why);
 	if (r->w == NULL || worker_state(r->w) == WORKER_DOWN) {

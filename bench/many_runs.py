@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""Many runs on one host, to size a node (issue 24, item 4).
+"""Many runs on one host, to size a node (issue 24, item 4). (Not named
+concurrent.py: bench/ is on the path of its scripts, and that name hides
+the standard library's concurrent package from the Jupyter rows.)
 
-    /usr/bin/python3 bench/concurrent.py [BUILD_DIR] [--idle 1,8,64]
+    /usr/bin/python3 bench/many_runs.py [BUILD_DIR] [--idle 1,8,64]
                                           [--busy 8] [--cells 2000]
 
 Figures, never a test. Two parts:
